@@ -1,0 +1,87 @@
+// The README demo, shared by its GPU and CPU builds: make a multi-GB file
+// whose content is a function of the offset, gather random elements through a
+// cache a fraction of its size, verify every one, print what happened.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <thread>
+
+#include "common/args.h"
+#include "tools/pattern_file.h"
+#include "warpstore/array.cuh"
+
+namespace demo {
+
+struct config {
+  std::string path;
+  std::uint64_t file_bytes;
+  std::uint64_t cache_bytes;
+  std::uint64_t reads;
+  warpstore::options opts;
+};
+
+inline config parse(int argc, char** argv, std::uint64_t default_size, std::uint64_t default_reads) {
+  using namespace warpstore;
+  bench::arg_parser p("warpstore-demo",
+                      "Gather random 8-byte elements of a big file through a small cache, verified");
+  p.common()
+      .option("file", "PATH", "/tmp/warpstore-demo.bin", "data file (created if missing or of another size)")
+      .option("size", "BYTES", std::to_string(default_size), "file size")
+      .option("cache-fraction", "N", "8", "cache is 1/N of the file")
+      .option("reads", "COUNT", std::to_string(default_reads), "random elements to read")
+      .option("controller", "NAME", "host", "host (io_uring threads) or memory (pinned host copy)")
+      .option("service-threads", "N", "8", "host controller threads");
+  const bench::parsed_args a = p.parse(argc, argv);
+  if (a.wants_help()) {
+    std::fputs(p.help().c_str(), stdout);
+    std::exit(0);
+  }
+  config c;
+  c.path = a.str("file");
+  c.file_bytes = a.size("size") / 4096 * 4096;
+  c.cache_bytes = c.file_bytes / a.count("cache-fraction");
+  c.reads = a.count("reads");
+  c.opts = options::from_environment();
+  c.opts.controller = parse_controller(a.choice("controller", {"host", "memory"}));
+  c.opts.service_threads = static_cast<std::uint32_t>(a.count("service-threads"));
+  c.opts.cache_bytes = c.cache_bytes;
+  return c;
+}
+
+// Creates the file unless one of the right size is there already.
+inline void ensure_file(const config& c) {
+  struct stat st {};
+  if (::stat(c.path.c_str(), &st) == 0 && static_cast<std::uint64_t>(st.st_size) == c.file_bytes) return;
+  std::fprintf(stderr, "creating %s (%.1f GiB)\n", c.path.c_str(), c.file_bytes / double(1ull << 30));
+  const unsigned threads = std::max(1u, std::thread::hardware_concurrency());
+  warpstore::tools::write_pattern_file(c.path, c.file_bytes, 0, threads,
+                                       [](std::uint64_t done, std::uint64_t total) {
+                                         std::fprintf(stderr, "\r  %3.0f%%", 100.0 * done / total);
+                                         if (done == total) std::fputc('\n', stderr);
+                                       });
+}
+
+inline int report(const config& c, const char* device, const char* controller, double seconds,
+                  std::uint64_t wrong, const warpstore::cache_stats& s) {
+  std::printf("device       %s\n", device);
+  std::printf("controller   %s\n", controller);
+  std::printf("file         %s, %.2f GiB\n", c.path.c_str(), c.file_bytes / double(1ull << 30));
+  std::printf("cache        %.2f GiB (1/%llu of the file), %u-byte lines\n",
+              c.cache_bytes / double(1ull << 30),
+              static_cast<unsigned long long>(c.file_bytes / c.cache_bytes), c.opts.line_size);
+  std::printf("reads        %llu random 8-byte elements in %.3f s: %.2f M reads/s\n",
+              static_cast<unsigned long long>(c.reads), seconds, c.reads / seconds / 1e6);
+  std::printf("from storage %.2f GB/s (%llu lines)\n", s.bytes_read / seconds / 1e9,
+              static_cast<unsigned long long>(s.misses));
+  std::printf("hit rate     %.1f %% of %llu lookups\n", 100.0 * s.hit_rate(),
+              static_cast<unsigned long long>(s.hits + s.misses));
+  std::printf("verified     %llu reads, %llu wrong\n", static_cast<unsigned long long>(c.reads),
+              static_cast<unsigned long long>(wrong));
+  return wrong == 0 ? 0 : 1;
+}
+
+}  // namespace demo

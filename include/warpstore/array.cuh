@@ -1,0 +1,92 @@
+// Storage-backed arrays. The owning host object `array<T>` opens the backing
+// file, holds the cache and the controller, and hands out `array_ref<T>`:
+// a small trivially-copyable view passed by value to kernels.
+//
+//   warpstore::array<float> a("/data/features.bin", n);   // host
+//   kernel<<<g, b>>>(a.ref());                              // x = ref[i] on the GPU
+//   a.check();                                              // raises what a kernel hit
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "warpstore/cache.cuh"
+#include "warpstore/controller.h"
+#include "warpstore/detail/array_ref.cuh"
+#include "warpstore/error.h"
+#include "warpstore/settings.h"
+
+namespace warpstore {
+
+namespace detail {
+
+// Everything of array<T> that does not depend on T.
+class array_base {
+ public:
+  array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<controller> ctl,
+             std::uint64_t count, std::uint64_t byte_offset, std::uint32_t elem_size,
+             const options& opts);
+
+  std::uint64_t size() const { return count_; }
+  std::uint64_t byte_offset() const { return byte_offset_; }
+  warpstore::cache& cache() const { return *cache_; }
+  const std::shared_ptr<warpstore::cache>& shared_cache() const { return cache_; }
+  const std::shared_ptr<controller>& shared_controller() const { return controller_; }
+  const std::string& path() const { return controller_->file().path(); }
+  cache_stats stats() const { return cache_->stats(); }
+  // Raises index_error or io_error for the first error a kernel recorded
+  // through this array since the last check, then clears it. Also raises if
+  // the controller itself failed.
+  void check() const;
+
+ protected:
+  template <class T>
+  array_ref<T> make_ref() const {
+    array_ref<T> r{};
+    r.cache = cache_->ref();
+    r.io = controller_->device_ref();
+    r.errors = errors_.get();
+    r.count = count_;
+    r.first_block = byte_offset_ >> nvme::block_shift;
+    r.end_block = (byte_offset_ + count_ * sizeof(T) + nvme::block_size - 1) >> nvme::block_shift;
+    r.timeout_ns = timeout_ns_;
+    r.source = source_;
+    r.elems_per_line_log2 = elems_per_line_log2_;
+    r.bounds_check = bounds_check_;
+    return r;
+  }
+
+ private:
+  std::shared_ptr<warpstore::cache> cache_;
+  std::shared_ptr<controller> controller_;
+  runtime::device_ptr<error_record> errors_;
+  std::uint64_t count_;
+  std::uint64_t byte_offset_;
+  std::uint64_t timeout_ns_;
+  std::uint32_t source_;
+  std::uint32_t elems_per_line_log2_;
+  bool bounds_check_;
+};
+
+}  // namespace detail
+
+template <class T>
+class array : public detail::array_base {
+ public:
+  // Opens `path` with a cache and a controller of its own. `count` 0 means
+  // every whole element between `byte_offset` and the end of the file.
+  explicit array(const std::string& path, std::uint64_t count = 0,
+                 const options& opts = options::from_environment(), std::uint64_t byte_offset = 0)
+      : array(std::make_shared<warpstore::cache>(opts), make_controller(path, opts), count,
+              byte_offset, opts) {}
+
+  // Shares `c` and `ctl` with other arrays (over the same file, or not).
+  array(std::shared_ptr<warpstore::cache> c, std::shared_ptr<controller> ctl, std::uint64_t count,
+        std::uint64_t byte_offset, const options& opts = options::from_environment())
+      : detail::array_base(std::move(c), std::move(ctl), count, byte_offset, sizeof(T), opts) {}
+
+  array_ref<T> ref() const { return make_ref<T>(); }
+};
+
+}  // namespace warpstore

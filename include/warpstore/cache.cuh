@@ -1,0 +1,249 @@
+// The software cache in GPU memory: a fixed pool of lines allocated once.
+//
+// Organisation: hashed set-associative. A line key (source id, line index)
+// hashes to a set of `ways` lines; tags and state words exist only per cache
+// line, so metadata is proportional to the cache, never to the dataset.
+//
+// Per-line state word: reference count (pins), valid, busy (being filled or
+// written back; owned by one thread), dirty, and the clock reference bit.
+//
+//  - Hit: read the tag, add the group's pin count to the state; the pin holds
+//    only if the line was valid, not busy, and still carries the tag.
+//  - Miss: take the set's insert lock (held for a scan, never across I/O),
+//    re-check the tag, pick a victim by clock (reference bit gives a second
+//    chance; pinned, busy and dirty lines are skipped), claim it busy with the
+//    group's pins in one CAS, write the new tag, unlock, fill, publish valid.
+#pragma once
+
+#include <cstdint>
+
+#include "warpstore/detail/platform.cuh"
+#include "warpstore/nvme.h"
+#include "warpstore/runtime.h"
+#include "warpstore/settings.h"
+
+namespace warpstore {
+
+namespace line_state {
+inline constexpr std::uint32_t pins = 0x00FFFFFFu;  // reference count
+inline constexpr std::uint32_t valid = 1u << 24;
+inline constexpr std::uint32_t busy = 1u << 25;
+inline constexpr std::uint32_t dirty = 1u << 26;
+inline constexpr std::uint32_t referenced = 1u << 27;
+}  // namespace line_state
+
+// Counters, sharded so that hot paths on different SMs do not contend.
+struct alignas(128) cache_counters {
+  std::uint64_t hits;        // groups served by a valid line
+  std::uint64_t misses;      // groups that filled a line
+  std::uint64_t evictions;   // valid lines replaced
+  std::uint64_t writebacks;  // dirty lines written (write path)
+  std::uint64_t bytes_read;  // bytes brought into the cache
+  std::uint64_t retries;     // lookups repeated (line busy, set locked, no victim)
+  std::uint64_t errors;      // fills that failed
+};
+
+enum class acquire_kind : std::uint32_t {
+  hit,    // pinned a valid line
+  fill,   // claimed a line, pinned and busy: the caller must fill and publish it
+  retry,  // nothing held; try again (line being filled, set locked, no victim)
+};
+
+struct acquire_result {
+  std::uint32_t slot;
+  acquire_kind kind;
+};
+
+struct cache_ref {
+  std::byte* lines;           // num_lines * line_size bytes
+  std::uint64_t* tags;        // [num_lines], 0 = empty
+  std::uint32_t* states;      // [num_lines]
+  std::uint32_t* set_locks;   // [num_sets]
+  std::uint32_t* set_hands;   // [num_sets] clock hands
+  cache_counters* counters;   // [counter_shards]
+  std::uint32_t num_lines;
+  std::uint32_t ways;
+  std::uint32_t num_sets;     // power of two
+  std::uint32_t line_size;    // power of two
+  std::uint32_t line_shift;
+  std::uint32_t counter_shards;  // power of two
+
+  // Key of line `line` of source `source`; never 0.
+  WARPSTORE_HD static std::uint64_t key(std::uint32_t source, std::uint64_t line) {
+    return (static_cast<std::uint64_t>(source) << 48) | (line + 1);
+  }
+
+  WARPSTORE_HD std::byte* line_data(std::uint32_t slot) const {
+    return lines + (static_cast<std::size_t>(slot) << line_shift);
+  }
+
+  WARPSTORE_HD std::uint32_t set_of(std::uint64_t k) const {
+    k ^= k >> 33;
+    k *= 0xFF51AFD7ED558CCDull;
+    k ^= k >> 33;
+    k *= 0xC4CEB9FE1A85EC53ull;
+    k ^= k >> 33;
+    return static_cast<std::uint32_t>(k) & (num_sets - 1);
+  }
+
+  WARPSTORE_HD cache_counters& shard() const {
+    return counters[detail::locality_id() & (counter_shards - 1)];
+  }
+  WARPSTORE_HD void count(std::uint64_t cache_counters::*field, std::uint64_t n = 1) const {
+    detail::device_atomic<std::uint64_t>(shard().*field).fetch_add(n, detail::memory_order_relaxed);
+  }
+
+  // Pins the line of `k` for `pins` readers, or claims a line to fill.
+  WARPSTORE_HD acquire_result acquire(std::uint64_t k, std::uint32_t pin_count) const {
+    const std::uint32_t set = set_of(k);
+    const std::uint32_t base = set * ways;
+    // Hit path: no lock. The scan is only a hint (the pin re-checks the tag),
+    // so it may read the tags of the set in wide loads from L2.
+    const std::uint32_t found = find_way(base, k);
+    if (found < ways) {
+      const std::uint32_t i = base + found;
+      const std::uint32_t old = state(i).fetch_add(pin_count, detail::memory_order_acquire);
+      if ((old & (line_state::valid | line_state::busy)) == line_state::valid &&
+          tag(i).load(detail::memory_order_relaxed) == k) {
+        if ((old & line_state::referenced) == 0)
+          state(i).fetch_or(line_state::referenced, detail::memory_order_relaxed);
+        count(&cache_counters::hits);
+        return {i, acquire_kind::hit};
+      }
+      state(i).fetch_sub(pin_count, detail::memory_order_relaxed);
+      count(&cache_counters::retries);
+      return {0, acquire_kind::retry};  // being filled or replaced: look again later
+    }
+    // Miss path: one inserter per set at a time.
+    detail::device_atomic<std::uint32_t> lock(set_locks[set]);
+    if (lock.load(detail::memory_order_relaxed) != 0 ||
+        lock.exchange(1, detail::memory_order_acquire) != 0) {
+      count(&cache_counters::retries);
+      return {0, acquire_kind::retry};
+    }
+    for (std::uint32_t w = 0; w < ways; ++w) {
+      if (tag(base + w).load(detail::memory_order_relaxed) == k) {  // inserted meanwhile
+        lock.store(0, detail::memory_order_release);
+        count(&cache_counters::retries);
+        return {0, acquire_kind::retry};
+      }
+    }
+    const std::uint32_t hand = set_hands[set];
+    for (std::uint32_t step = 0; step < 2 * ways; ++step) {
+      const std::uint32_t w = (hand + step) % ways;
+      const std::uint32_t i = base + w;
+      std::uint32_t s = state(i).load(detail::memory_order_relaxed);
+      if ((s & (line_state::pins | line_state::busy | line_state::dirty)) != 0) continue;
+      if ((s & line_state::referenced) != 0 && step < ways) {  // second chance
+        state(i).fetch_and(~line_state::referenced, detail::memory_order_relaxed);
+        continue;
+      }
+      if (!state(i).compare_exchange_strong(s, line_state::busy | pin_count,
+                                            detail::memory_order_acquire,
+                                            detail::memory_order_relaxed))
+        continue;  // pinned meanwhile
+      const std::uint64_t old_tag = tag(i).load(detail::memory_order_relaxed);
+      tag(i).store(k, detail::memory_order_relaxed);
+      set_hands[set] = (w + 1) % ways;
+      lock.store(0, detail::memory_order_release);
+      if (old_tag != 0 && (s & line_state::valid) != 0) count(&cache_counters::evictions);
+      count(&cache_counters::misses);
+      return {i, acquire_kind::fill};
+    }
+    lock.store(0, detail::memory_order_release);
+    count(&cache_counters::retries);
+    return {0, acquire_kind::retry};  // every way pinned or busy
+  }
+
+  // After a fill: publish the line valid (its bytes ordered before the flag).
+  WARPSTORE_HD void publish(std::uint32_t slot, std::uint32_t bytes) const {
+    state(slot).fetch_xor(line_state::busy | line_state::valid, detail::memory_order_release);
+    count(&cache_counters::bytes_read, bytes);
+  }
+
+  // After a failed fill: forget the tag so later readers try again, then
+  // drop busy. The failing group still holds its pins until release().
+  WARPSTORE_HD void abandon(std::uint32_t slot) const {
+    tag(slot).store(0, detail::memory_order_relaxed);
+    state(slot).fetch_and(~line_state::busy, detail::memory_order_release);
+    count(&cache_counters::errors);
+  }
+
+  WARPSTORE_HD void release(std::uint32_t slot, std::uint32_t pin_count) const {
+    state(slot).fetch_sub(pin_count, detail::memory_order_release);
+  }
+
+ private:
+  // Way of set `base` holding tag `k`, or `ways` if none.
+  WARPSTORE_HD std::uint32_t find_way(std::uint32_t base, std::uint64_t k) const {
+#if WARPSTORE_ON_GPU
+    if ((ways & 7u) == 0) {  // eight tags (64 bytes) per step, loads issued together
+      const auto* quads = reinterpret_cast<const ulonglong2*>(tags + base);
+      for (std::uint32_t w = 0; w < ways; w += 8, quads += 4) {
+        ulonglong2 t[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) t[j] = __ldcg(quads + j);
+#pragma unroll
+        for (std::uint32_t j = 0; j < 4; ++j) {
+          if (t[j].x == k) return w + 2 * j;
+          if (t[j].y == k) return w + 2 * j + 1;
+        }
+      }
+      return ways;
+    }
+#endif
+    for (std::uint32_t w = 0; w < ways; ++w)
+      if (tag(base + w).load(detail::memory_order_relaxed) == k) return w;
+    return ways;
+  }
+
+  WARPSTORE_HD detail::device_atomic<std::uint64_t> tag(std::uint32_t i) const {
+    return detail::device_atomic<std::uint64_t>(tags[i]);
+  }
+  WARPSTORE_HD detail::device_atomic<std::uint32_t> state(std::uint32_t i) const {
+    return detail::device_atomic<std::uint32_t>(states[i]);
+  }
+};
+
+// Host totals of the counters.
+struct cache_stats {
+  std::uint64_t hits = 0, misses = 0, evictions = 0, writebacks = 0, bytes_read = 0, retries = 0,
+                errors = 0;
+  double hit_rate() const {
+    const std::uint64_t n = hits + misses;
+    return n == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(n);
+  }
+};
+
+// Owning host object: allocates the lines and metadata once, frees them at
+// the end. Several arrays may share one cache (each gets its own source id).
+class cache {
+ public:
+  // `bytes` is rounded down to whole sets; throws std::invalid_argument for
+  // a bad line size or way count, warpstore::runtime_error if the GPU lacks
+  // the memory.
+  cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways = 16);
+  explicit cache(const options& opts) : cache(opts.cache_bytes, opts.line_size, opts.ways) {}
+
+  const cache_ref& ref() const { return ref_; }
+  std::uint32_t line_size() const { return ref_.line_size; }
+  std::uint32_t num_lines() const { return ref_.num_lines; }
+  std::size_t bytes() const { return std::size_t{ref_.num_lines} * ref_.line_size; }
+  cache_stats stats() const;
+  void reset_stats();
+  // Drops every line (no line may be pinned: call between kernels).
+  void clear();
+  // A fresh source id for an array that shares this cache.
+  std::uint32_t next_source_id() { return next_source_++; }
+
+ private:
+  cache_ref ref_{};
+  runtime::device_ptr<std::byte> lines_;
+  runtime::device_ptr<std::uint64_t> tags_;
+  runtime::device_ptr<std::uint32_t> states_;
+  runtime::device_ptr<std::uint32_t> set_words_;  // locks then hands
+  runtime::device_ptr<cache_counters> counters_;
+  std::uint32_t next_source_ = 1;
+};
+
+}  // namespace warpstore

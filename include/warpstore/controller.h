@@ -1,0 +1,75 @@
+// Controllers: what executes the NVMe commands GPU threads submit. Kernels
+// never know which controller serves them; they hold an io_ref (io.cuh).
+//
+//   host    CPU service threads poll the submission doorbells and execute
+//           commands on a file or block device with io_uring (default).
+//   memory  the file's bytes sit in pinned host memory; the submitting warp
+//           executes its own command over PCIe, with no CPU on the path.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "warpstore/io.cuh"
+#include "warpstore/settings.h"
+
+namespace warpstore {
+
+// A file or block device opened for a controller.
+class backing_file {
+ public:
+  // Opens `path` read-only. With direct_io::on the open must succeed with
+  // O_DIRECT; with direct_io::automatic it falls back to buffered I/O.
+  backing_file(const std::string& path, direct_io mode);
+  ~backing_file();
+  backing_file(const backing_file&) = delete;
+  backing_file& operator=(const backing_file&) = delete;
+
+  int fd() const { return fd_; }
+  bool direct() const { return direct_; }
+  const std::string& path() const { return path_; }
+  std::uint64_t size_bytes() const { return size_; }
+  // Namespace capacity in logical blocks; a partial last block counts.
+  std::uint64_t capacity_blocks() const;
+  // Alignment O_DIRECT needs for offsets, lengths and buffers.
+  std::uint32_t direct_alignment() const { return direct_alignment_; }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool direct_ = false;
+  std::uint64_t size_ = 0;
+  std::uint32_t direct_alignment_ = 512;
+};
+
+// Counters every controller keeps, read on the host.
+struct controller_stats {
+  std::uint64_t commands = 0;
+  std::uint64_t errors = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t doorbells = 0;  // doorbell reads that found new entries
+};
+
+class controller {
+ public:
+  virtual ~controller() = default;
+  virtual const char* name() const = 0;
+  // The view kernels use to reach this controller.
+  virtual io_ref device_ref() const = 0;
+  virtual controller_stats stats() const = 0;
+  // Raises if the controller failed outside any one command (a service
+  // thread died, io_uring could not be set up).
+  virtual void check() const {}
+  const backing_file& file() const { return *file_; }
+
+ protected:
+  explicit controller(std::shared_ptr<backing_file> file) : file_(std::move(file)) {}
+  std::shared_ptr<backing_file> file_;
+};
+
+// Opens the controller `opts.controller` over `path`.
+std::shared_ptr<controller> make_controller(const std::string& path, const options& opts);
+
+}  // namespace warpstore

@@ -1,0 +1,215 @@
+// Device view of a storage-backed array: how one element read travels from a
+// kernel thread through warp coalescing, the cache, and on a miss the
+// controller. See array.cuh for the owning host object.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "warpstore/cache.cuh"
+#include "warpstore/detail/platform.cuh"
+#include "warpstore/error.h"
+#include "warpstore/io.cuh"
+
+namespace warpstore {
+
+// A cache line a lane holds pinned: reads through it cost no atomics. Each
+// lane owns one pin and gives it back with release().
+template <class T>
+struct pinned_line {
+  const T* data = nullptr;   // element `first` of the array
+  std::uint64_t first = 0;   // first element index in the line
+  std::uint32_t count = 0;   // elements in the line
+  std::uint32_t* state = nullptr;
+
+  WARPSTORE_HD bool valid() const { return data != nullptr; }
+  WARPSTORE_HD bool contains(std::uint64_t i) const { return i - first < count; }
+  WARPSTORE_HD const T& operator[](std::uint64_t i) const { return data[i - first]; }
+  WARPSTORE_HD void release() {
+    if (state != nullptr)
+      detail::device_atomic<std::uint32_t>(*state).fetch_sub(1, detail::memory_order_release);
+    data = nullptr;
+    state = nullptr;
+  }
+};
+
+namespace detail {
+
+// What a lane got from acquire_line.
+struct line_grant {
+  std::uint32_t slot = 0;
+  std::uint32_t pins = 0;  // pins this lane must give back (group leader)
+  bool ok = false;
+};
+
+}  // namespace detail
+
+template <class T>
+struct array_ref {
+  static_assert(std::is_trivially_copyable_v<T>, "array elements must be trivially copyable");
+
+  cache_ref cache;
+  io_ref io;
+  error_record* errors;
+  std::uint64_t count;        // elements
+  std::uint64_t first_block;  // logical block of element 0 (byte offset / 512)
+  std::uint64_t end_block;    // one past the last block holding an element
+  std::uint64_t timeout_ns;
+  std::uint32_t source;       // id in this cache's keys
+  std::uint32_t elems_per_line_log2;
+  bool bounds_check;
+
+  WARPSTORE_HD std::uint64_t size() const { return count; }
+
+  // Reads element i. Any subset of a warp's lanes may call together; lanes
+  // asking for the same line share one lookup and one fill.
+  WARPSTORE_HD T operator[](std::uint64_t i) const {
+    const unsigned mask = detail::warp::active_mask();
+    const bool in_range = check_index(i);
+    const detail::line_grant g = acquire_line(mask, in_range, line_of(i), i);
+    T v{};
+    if (g.ok) v = *element_in(g.slot, i);
+    detail::warp::sync(mask);  // every reader of the group is done before the unpin
+    if (g.pins != 0) cache.release(g.slot, g.pins);
+    return v;
+  }
+
+  // Pins the line holding element i for this lane (collective over the
+  // calling lanes, like operator[]). Returns an invalid line on error.
+  WARPSTORE_HD pinned_line<T> pin(std::uint64_t i) const {
+    const unsigned mask = detail::warp::active_mask();
+    const bool in_range = check_index(i);
+    const std::uint64_t line = line_of(i);
+    detail::line_grant g = acquire_line(mask, in_range, line, i);
+    pinned_line<T> p;
+    if (g.ok) {
+      p.first = line << elems_per_line_log2;
+      p.count = static_cast<std::uint32_t>(
+          count - p.first < (1ull << elems_per_line_log2) ? count - p.first
+                                                          : (1ull << elems_per_line_log2));
+      p.data = reinterpret_cast<const T*>(cache.line_data(g.slot));
+      p.state = cache.states + g.slot;
+    }
+    // The leader took one pin per lane of its group; each lane gives its own
+    // back. A failed fill hands nothing out, so the leader returns them all.
+    if (!g.ok && g.pins != 0) cache.release(g.slot, g.pins);
+    return p;
+  }
+
+  // Warp-collective: every calling lane passes the same `first` and `n`;
+  // together they copy elements [first, first + n) to out[0..n). `out` must
+  // be memory all calling lanes can address (global or shared).
+  WARPSTORE_HD bool read_span(std::uint64_t first, std::uint64_t n, T* out) const {
+    const unsigned mask = detail::warp::active_mask();
+    const unsigned lanes = detail::warp::popcount(mask);
+    const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
+    bool all_ok = true;
+    if (bounds_check && (first > count || n > count - first)) {
+      if (rank == 0)
+        errors->record(error_kind::index_out_of_range, source,
+                       nvme::status::make(nvme::status_type::vendor, nvme::sc::index_out_of_range),
+                       first + n - 1, 0);
+      return false;
+    }
+    std::uint64_t done = 0;
+    while (done < n) {
+      const std::uint64_t i = first + done;
+      const std::uint64_t line = line_of(i);
+      const std::uint64_t line_end = (line + 1) << elems_per_line_log2;
+      const std::uint64_t take = (line_end - i < n - done) ? line_end - i : n - done;
+      const detail::line_grant g = acquire_line(mask, true, line, i);
+      if (g.ok) {
+        const T* src = element_in(g.slot, i);
+        for (std::uint64_t k = rank; k < take; k += lanes) out[done + k] = src[k];
+      }
+      all_ok = all_ok && g.ok;
+      detail::warp::sync(mask);
+      if (g.pins != 0) cache.release(g.slot, g.pins);
+      done += take;
+    }
+    return all_ok;
+  }
+
+ private:
+  WARPSTORE_HD std::uint64_t line_of(std::uint64_t i) const { return i >> elems_per_line_log2; }
+
+  WARPSTORE_HD const T* element_in(std::uint32_t slot, std::uint64_t i) const {
+    return reinterpret_cast<const T*>(cache.line_data(slot)) +
+           (i & ((1ull << elems_per_line_log2) - 1));
+  }
+
+  WARPSTORE_HD bool check_index(std::uint64_t i) const {
+    if (!bounds_check || i < count) return true;
+    errors->record(error_kind::index_out_of_range, source,
+                   nvme::status::make(nvme::status_type::vendor, nvme::sc::index_out_of_range), i,
+                   0);
+    return false;
+  }
+
+  WARPSTORE_HD read_request request_for(std::uint64_t line, std::uint32_t slot) const {
+    const std::uint32_t blocks_per_line = cache.line_size >> nvme::block_shift;
+    const std::uint64_t slba = first_block + line * blocks_per_line;
+    const std::uint64_t left = end_block - slba;
+    return {slba, static_cast<std::uint32_t>(left < blocks_per_line ? left : blocks_per_line),
+            cache.line_data(slot)};
+  }
+
+  // The read path of DESIGN.md: coalesce, probe, claim, fill, publish. Every
+  // lane of `mask` calls; lanes with `want` get the line pinned (ok) or an
+  // error recorded. Rounds repeat for lanes told to retry, and a lane holds
+  // nothing while it waits, so warps cannot deadlock on each other's pins.
+  WARPSTORE_HD detail::line_grant acquire_line(unsigned mask, bool want, std::uint64_t line,
+                                               std::uint64_t index) const {
+    detail::line_grant g;
+    bool pending = want;
+    detail::deadline dl(timeout_ns);
+    while (detail::warp::ballot(mask, pending) != 0) {
+      const std::uint64_t k = pending ? cache_ref::key(source, line) : 0;
+      const unsigned group = detail::warp::match_any(mask, k);
+      const unsigned leader = detail::warp::first_lane(group);
+      const bool is_leader = pending && detail::warp::lane() == leader;
+      acquire_result r{0, acquire_kind::retry};
+      if (is_leader) r = cache.acquire(k, detail::warp::popcount(group));
+      const bool filling = is_leader && r.kind == acquire_kind::fill;
+      const read_request req = request_for(line, r.slot);
+      const nvme::status st = io.read(mask, filling, req);
+      if (filling) {
+        if (st.success()) {
+          cache.publish(r.slot, req.blocks << nvme::block_shift);
+        } else {
+          cache.abandon(r.slot);
+          errors->record(st.type() == nvme::status_type::vendor &&
+                                 st.code() == nvme::sc::deadline_exceeded
+                             ? error_kind::deadline
+                             : error_kind::io,
+                         source, st, index, req.slba);
+        }
+      }
+      // 0: retry, 1: line pinned, 2: fill failed (pins held, no data)
+      const std::uint32_t outcome =
+          !is_leader || r.kind == acquire_kind::retry ? 0u : (st.success() ? 1u : 2u);
+      const std::uint32_t got = detail::warp::shfl(mask, outcome, leader);
+      const std::uint32_t slot = detail::warp::shfl(mask, r.slot, leader);
+      if (pending && got != 0) {
+        pending = false;
+        g.slot = slot;
+        g.ok = got == 1;
+        g.pins = is_leader ? detail::warp::popcount(group) : 0;
+      }
+      if (pending) {
+        if (dl.expired()) {
+          pending = false;
+          errors->record(error_kind::deadline, source,
+                         nvme::status::make(nvme::status_type::vendor,
+                                            nvme::sc::deadline_exceeded),
+                         index, 0);
+        } else {
+          dl.pause();
+        }
+      }
+    }
+    return g;
+  }
+};
+
+}  // namespace warpstore

@@ -1,0 +1,187 @@
+// Portability layer: the queue, cache and array code is written once and
+// compiled by nvcc for the GPU and by the host compiler for CPU tests.
+// On the CPU target a "warp" is one std::thread (warp size 1): coalescing
+// degenerates to every lane leading its own group, which keeps the protocol
+// identical while needing no lane barriers.
+#pragma once
+
+#include <cuda/atomic>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define WARPSTORE_HD __host__ __device__
+#define WARPSTORE_DEVICE __device__
+#else
+#define WARPSTORE_HD
+#define WARPSTORE_DEVICE
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define WARPSTORE_ON_GPU 1
+#else
+#define WARPSTORE_ON_GPU 0
+#include <chrono>
+#include <thread>
+#endif
+
+namespace warpstore::detail {
+
+template <class T>
+using device_atomic = cuda::atomic_ref<T, cuda::thread_scope_device>;
+template <class T>
+using system_atomic = cuda::atomic_ref<T, cuda::thread_scope_system>;
+
+using cuda::std::memory_order_acq_rel;
+using cuda::std::memory_order_acquire;
+using cuda::std::memory_order_relaxed;
+using cuda::std::memory_order_release;
+using cuda::std::memory_order_seq_cst;
+
+// Monotonic nanoseconds, comparable within one target.
+WARPSTORE_HD inline std::uint64_t now_ns() {
+#if WARPSTORE_ON_GPU
+  std::uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+#else
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+#endif
+}
+
+// Back off inside a spin loop.
+WARPSTORE_HD inline void backoff(unsigned ns) {
+#if WARPSTORE_ON_GPU
+  __nanosleep(ns);
+#else
+  (void)ns;
+  std::this_thread::yield();
+#endif
+}
+
+// A deadline for one bounded wait. Reading the clock is not free, so it is
+// consulted only every few iterations.
+class deadline {
+ public:
+  // The clock starts at the first check, so a wait that succeeds at once
+  // never reads it.
+  WARPSTORE_HD explicit deadline(std::uint64_t timeout_ns) : timeout_(timeout_ns) {}
+  WARPSTORE_HD bool expired() {
+    if ((++spins_ & 63u) != 1u) return false;
+    const std::uint64_t now = now_ns();
+    if (end_ == 0) {
+      end_ = now + timeout_;
+      return false;
+    }
+    return now > end_;
+  }
+  WARPSTORE_HD void pause() {
+    const unsigned ns = spins_ < 64 ? 32u : (spins_ < 4096 ? 256u : 2048u);
+    backoff(ns);
+  }
+
+ private:
+  std::uint64_t timeout_;
+  std::uint64_t end_ = 0;
+  std::uint32_t spins_ = 0;
+};
+
+// Which queue pair a caller uses by default: its SM on the GPU, a per-thread
+// number on the CPU.
+WARPSTORE_HD inline unsigned locality_id() {
+#if WARPSTORE_ON_GPU
+  unsigned id;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(id));
+  return id;
+#else
+  static std::atomic<unsigned> next{0};
+  thread_local unsigned id = next.fetch_add(1, std::memory_order_relaxed);
+  return id;
+#endif
+}
+
+// Warp primitives. All take the mask of the lanes that call together.
+namespace warp {
+
+#if WARPSTORE_ON_GPU
+inline constexpr unsigned size = 32;
+__device__ inline unsigned active_mask() { return __activemask(); }
+__device__ inline unsigned lane() {
+  unsigned l;
+  asm volatile("mov.u32 %0, %%laneid;" : "=r"(l));
+  return l;
+}
+__device__ inline unsigned match_any(unsigned mask, std::uint64_t key) {
+  return __match_any_sync(mask, static_cast<unsigned long long>(key));
+}
+__device__ inline unsigned ballot(unsigned mask, bool pred) { return __ballot_sync(mask, pred); }
+template <class T>
+__device__ inline T shfl(unsigned mask, T v, unsigned src) {
+  return __shfl_sync(mask, v, static_cast<int>(src));
+}
+__device__ inline void sync(unsigned mask) { __syncwarp(mask); }
+#else
+inline constexpr unsigned size = 1;
+inline unsigned active_mask() { return 1u; }
+inline unsigned lane() { return 0u; }
+inline unsigned match_any(unsigned, std::uint64_t) { return 1u; }
+inline unsigned ballot(unsigned, bool pred) { return pred ? 1u : 0u; }
+template <class T>
+inline T shfl(unsigned, T v, unsigned) {
+  return v;
+}
+inline void sync(unsigned) {}
+#endif
+
+// Lowest set lane of a mask, and the rank of `lane` within it.
+WARPSTORE_HD inline unsigned first_lane(unsigned mask) {
+#if WARPSTORE_ON_GPU
+  return static_cast<unsigned>(__ffs(static_cast<int>(mask)) - 1);
+#else
+  return static_cast<unsigned>(__builtin_ctz(mask));
+#endif
+}
+WARPSTORE_HD inline unsigned popcount(unsigned mask) {
+#if WARPSTORE_ON_GPU
+  return static_cast<unsigned>(__popc(mask));
+#else
+  return static_cast<unsigned>(__builtin_popcount(mask));
+#endif
+}
+WARPSTORE_HD inline unsigned rank_in(unsigned mask, unsigned lane) {
+  return popcount(mask & ((1u << lane) - 1u));
+}
+
+}  // namespace warp
+
+// Copy `bytes` (a multiple of 16, both pointers 16-byte aligned) from `src`
+// to `dst` with every lane of `mask` taking a share. `src` is read around the
+// L1 cache because it may have been written by another agent (the CPU or the
+// copy engine) since this SM last looked.
+WARPSTORE_HD inline void cooperative_copy(unsigned mask, void* dst, const void* src,
+                                          std::uint32_t bytes) {
+#if WARPSTORE_ON_GPU
+  const unsigned n = warp::popcount(mask);
+  const unsigned r = warp::rank_in(mask, warp::lane());
+  auto* d = static_cast<uint4*>(dst);
+  const auto* s = static_cast<const uint4*>(src);
+  const std::uint32_t words = bytes / 16;
+  std::uint32_t i = r;
+  // Four loads in flight per lane before the first store.
+  for (; i + 3 * n < words; i += 4 * n) {
+    uint4 a = __ldcv(s + i), b = __ldcv(s + i + n), c = __ldcv(s + i + 2 * n),
+          e = __ldcv(s + i + 3 * n);
+    d[i] = a;
+    d[i + n] = b;
+    d[i + 2 * n] = c;
+    d[i + 3 * n] = e;
+  }
+  for (; i < words; i += n) d[i] = __ldcv(s + i);
+#else
+  (void)mask;
+  __builtin_memcpy(dst, src, bytes);
+#endif
+}
+
+}  // namespace warpstore::detail

@@ -1,0 +1,72 @@
+// Errors travel: a failed command comes back as an NVMe status, the waiting
+// thread records the first one in a device error record, and the host raises
+// it as an exception after the kernel.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "warpstore/detail/platform.cuh"
+#include "warpstore/nvme.h"
+
+namespace warpstore {
+
+enum class error_kind : std::uint32_t {
+  none = 0,
+  io = 1,               // the controller completed the command with an error status
+  index_out_of_range = 2,
+  deadline = 3,         // a bounded wait expired
+};
+
+// Lives in device memory, one per array (or shared); the first error wins.
+struct error_record {
+  std::uint32_t state;  // 0 empty, 1 being written, 2 complete
+  error_kind kind;
+  std::uint32_t source;
+  std::uint16_t status;  // nvme::status::raw
+  std::uint16_t reserved;
+  std::uint64_t index;   // element index that failed
+  std::uint64_t lba;     // first logical block of the failed command
+  std::uint64_t count;   // every error seen, first or not
+
+  WARPSTORE_HD void record(error_kind k, std::uint32_t src, nvme::status st, std::uint64_t idx,
+                           std::uint64_t block) {
+    detail::device_atomic<std::uint64_t>(count).fetch_add(1, detail::memory_order_relaxed);
+    std::uint32_t expected = 0;
+    if (!detail::device_atomic<std::uint32_t>(state).compare_exchange_strong(
+            expected, 1, detail::memory_order_relaxed))
+      return;
+    kind = k;
+    source = src;
+    status = st.raw;
+    index = idx;
+    lba = block;
+    detail::device_atomic<std::uint32_t>(state).store(2, detail::memory_order_release);
+  }
+};
+
+// Raised on the host for an error a kernel recorded.
+class io_error : public std::runtime_error {
+ public:
+  io_error(const error_record& rec, const std::string& where);
+  error_kind kind() const { return record_.kind; }
+  nvme::status status() const { return nvme::status{record_.status}; }
+  std::uint64_t index() const { return record_.index; }
+  std::uint64_t lba() const { return record_.lba; }
+  std::uint64_t count() const { return record_.count; }
+
+ private:
+  error_record record_;
+};
+
+// Raised on the host for an index a kernel asked for out of range.
+class index_error : public io_error {
+ public:
+  using io_error::io_error;
+};
+
+// "generic/LBA out of range (0x0/0x80)" and friends.
+std::string describe(nvme::status st);
+
+}  // namespace warpstore

@@ -1,0 +1,84 @@
+// Host runtime services that differ between the GPU build and the CPU target:
+// memory allocation, copies and error checking. The GPU build implements them
+// with the CUDA runtime (src/runtime/cuda.cpp), the CPU target with plain
+// host memory (src/runtime/cpu.cpp). Everything above this layer is shared.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+namespace warpstore {
+
+// Raised for every failed CUDA call and every broken runtime invariant.
+class runtime_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+namespace runtime {
+
+// True when this build drives a GPU (false on the CPU target).
+bool gpu_build();
+// Name of the device kernels run on ("NVIDIA H100 80GB HBM3", or "CPU").
+std::string device_name();
+// Number of multiprocessors (GPU) or hardware threads (CPU).
+unsigned processor_count();
+// Free memory where cache lines live.
+std::size_t free_device_memory();
+
+// Memory kernels read and write at full speed (GPU memory).
+void* alloc_device(std::size_t bytes);
+void free_device(void* p) noexcept;
+// Pinned host memory that kernels can address directly (same pointer).
+void* alloc_host_mapped(std::size_t bytes);
+void free_host_mapped(void* p) noexcept;
+
+void memset_device(void* dst, int value, std::size_t bytes);
+void copy_to_device(void* dst, const void* src, std::size_t bytes);
+void copy_to_host(void* dst, const void* src, std::size_t bytes);
+// Waits for all device work and raises any asynchronous error.
+void synchronize();
+
+// A copy engine queue a controller thread uses to push bytes into device
+// memory: enqueue any number of copies, then wait for all of them.
+class copy_stream {
+ public:
+  copy_stream();
+  ~copy_stream();
+  copy_stream(const copy_stream&) = delete;
+  copy_stream& operator=(const copy_stream&) = delete;
+  void enqueue_to_device(void* dst, const void* src, std::size_t bytes);
+  void wait();
+
+ private:
+  void* stream_ = nullptr;
+};
+
+// Owning handles for the two kinds of memory.
+struct device_deleter {
+  void operator()(void* p) const noexcept { free_device(p); }
+};
+struct host_mapped_deleter {
+  void operator()(void* p) const noexcept { free_host_mapped(p); }
+};
+template <class T>
+using device_ptr = std::unique_ptr<T, device_deleter>;
+template <class T>
+using host_mapped_ptr = std::unique_ptr<T, host_mapped_deleter>;
+
+template <class T>
+device_ptr<T> make_device(std::size_t count, bool zero = true) {
+  auto* p = static_cast<T*>(alloc_device(count * sizeof(T)));
+  if (zero) memset_device(p, 0, count * sizeof(T));
+  return device_ptr<T>(p);
+}
+template <class T>
+host_mapped_ptr<T> make_host_mapped(std::size_t count) {
+  return host_mapped_ptr<T>(static_cast<T*>(alloc_host_mapped(count * sizeof(T))));
+}
+
+}  // namespace runtime
+}  // namespace warpstore

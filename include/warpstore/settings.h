@@ -1,0 +1,55 @@
+// Every runtime setting, its default and its environment variable, in one
+// place. `options::from_environment()` starts from the defaults and applies
+// any WARPSTORE_* variable that is set; explicit assignments come after.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace warpstore {
+
+enum class controller_kind { host, memory };
+enum class direct_io { off, automatic, on };
+// How the host controller delivers bytes into GPU memory.
+enum class delivery {
+  gpu_pull,     // controller reads into pinned staging; the waiting warp copies it in
+  copy_engine,  // controller pushes staging into the cache line with cudaMemcpyAsync
+};
+
+struct options {
+  // Cache (WARPSTORE_CACHE_BYTES, WARPSTORE_LINE_SIZE, WARPSTORE_CACHE_WAYS).
+  std::size_t cache_bytes = std::size_t{1} << 30;
+  std::uint32_t line_size = 4096;  // power of two, 512 B to 64 KiB
+  std::uint32_t ways = 16;         // lines per set
+  // Controller (WARPSTORE_CONTROLLER = host | memory).
+  controller_kind controller = controller_kind::host;
+  // Host controller (WARPSTORE_THREADS, WARPSTORE_QUEUES, WARPSTORE_QUEUE_DEPTH,
+  // WARPSTORE_DIRECT = off | auto | on, WARPSTORE_DELIVERY = pull | copy,
+  // WARPSTORE_URING_DEPTH).
+  std::uint32_t service_threads = 4;
+  std::uint32_t queue_pairs = 0;  // 0: one per multiprocessor (capped at 128)
+  std::uint32_t queue_depth = 256;  // power of two, 2 to 4096
+  direct_io direct = direct_io::automatic;
+  delivery deliver = delivery::gpu_pull;
+  std::uint32_t uring_depth = 128;  // io_uring entries per service thread
+  // Waits (WARPSTORE_TIMEOUT_MS): any spin longer than this is an error.
+  std::uint64_t timeout_ns = 10'000'000'000ull;
+  // Device-side index checks (WARPSTORE_BOUNDS_CHECK = 0 | 1).
+  bool bounds_check = true;
+
+  static options from_environment();
+  // Raises std::invalid_argument naming the first bad setting.
+  void validate() const;
+};
+
+const char* to_string(controller_kind k);
+const char* to_string(direct_io d);
+const char* to_string(delivery d);
+controller_kind parse_controller(const std::string& s);
+direct_io parse_direct(const std::string& s);
+delivery parse_delivery(const std::string& s);
+// "4096", "64K", "2GiB", "1.5G" -> bytes.
+std::size_t parse_size(const std::string& s);
+
+}  // namespace warpstore

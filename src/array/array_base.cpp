@@ -1,0 +1,57 @@
+#include <bit>
+#include <stdexcept>
+#include <string>
+
+#include "warpstore/array.cuh"
+
+namespace warpstore::detail {
+
+array_base::array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<controller> ctl,
+                       std::uint64_t count, std::uint64_t byte_offset, std::uint32_t elem_size,
+                       const options& opts)
+    : cache_(std::move(c)),
+      controller_(std::move(ctl)),
+      count_(count),
+      byte_offset_(byte_offset),
+      timeout_ns_(opts.timeout_ns),
+      bounds_check_(opts.bounds_check) {
+  if (!cache_ || !controller_) throw std::invalid_argument("array needs a cache and a controller");
+  const std::string& path = controller_->file().path();
+  const std::uint64_t file_size = controller_->file().size_bytes();
+  if (elem_size == 0 || !std::has_single_bit(elem_size) || elem_size > cache_->line_size())
+    throw std::invalid_argument(path + ": element size " + std::to_string(elem_size) +
+                                " must be a power of two no larger than the line size " +
+                                std::to_string(cache_->line_size()));
+  if (byte_offset % nvme::block_size != 0)
+    throw std::invalid_argument(path + ": byte offset " + std::to_string(byte_offset) +
+                                " is not a multiple of the " + std::to_string(nvme::block_size) +
+                                "-byte block size");
+  if (byte_offset > file_size)
+    throw std::invalid_argument(path + ": byte offset " + std::to_string(byte_offset) +
+                                " is past the end of the file (" + std::to_string(file_size) +
+                                " bytes)");
+  if (count_ == 0) count_ = (file_size - byte_offset) / elem_size;
+  if (count_ == 0) throw std::invalid_argument(path + ": no element fits in the file");
+  if (count_ > (file_size - byte_offset) / elem_size)
+    throw std::invalid_argument(path + ": " + std::to_string(count_) + " elements of " +
+                                std::to_string(elem_size) + " bytes at offset " +
+                                std::to_string(byte_offset) + " need more than the file's " +
+                                std::to_string(file_size) + " bytes");
+  source_ = cache_->next_source_id();
+  elems_per_line_log2_ =
+      static_cast<std::uint32_t>(std::countr_zero(cache_->line_size() / elem_size));
+  errors_ = runtime::make_device<error_record>(1);
+}
+
+void array_base::check() const {
+  controller_->check();
+  error_record rec{};
+  runtime::copy_to_host(&rec, errors_.get(), sizeof rec);
+  if (rec.count == 0) return;
+  runtime::memset_device(errors_.get(), 0, sizeof rec);
+  const std::string where = controller_->file().path();
+  if (rec.kind == error_kind::index_out_of_range) throw index_error(rec, where);
+  throw io_error(rec, where);
+}
+
+}  // namespace warpstore::detail

@@ -1,0 +1,75 @@
+#include <bit>
+#include <stdexcept>
+#include <string>
+
+#include "warpstore/cache.cuh"
+
+namespace warpstore {
+
+namespace {
+constexpr std::uint32_t counter_shards = 64;
+}
+
+cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
+  options o;
+  o.cache_bytes = bytes;
+  o.line_size = line_size;
+  o.ways = ways;
+  o.validate();  // line size and ways
+  // Whole sets, and a power-of-two number of them so a hash maps with a mask.
+  const std::size_t sets_fit = bytes / (std::size_t{line_size} * ways);
+  const std::size_t sets = std::bit_floor(sets_fit);
+  const std::size_t lines = sets * ways;
+  if (lines > (std::size_t{1} << 31))
+    throw std::invalid_argument("cache of " + std::to_string(lines) + " lines is too large");
+  const std::size_t free_mem = runtime::free_device_memory();
+  const std::size_t need = lines * (line_size + 12) + sets * 8;
+  if (need > free_mem)
+    throw std::invalid_argument("cache needs " + std::to_string(need) + " bytes of GPU memory, " +
+                                std::to_string(free_mem) + " are free");
+  lines_ = runtime::make_device<std::byte>(lines * line_size, false);
+  tags_ = runtime::make_device<std::uint64_t>(lines);
+  states_ = runtime::make_device<std::uint32_t>(lines);
+  set_words_ = runtime::make_device<std::uint32_t>(2 * sets);
+  counters_ = runtime::make_device<cache_counters>(counter_shards);
+  ref_.lines = lines_.get();
+  ref_.tags = tags_.get();
+  ref_.states = states_.get();
+  ref_.set_locks = set_words_.get();
+  ref_.set_hands = set_words_.get() + sets;
+  ref_.counters = counters_.get();
+  ref_.num_lines = static_cast<std::uint32_t>(lines);
+  ref_.ways = ways;
+  ref_.num_sets = static_cast<std::uint32_t>(sets);
+  ref_.line_size = line_size;
+  ref_.line_shift = static_cast<std::uint32_t>(std::countr_zero(line_size));
+  ref_.counter_shards = counter_shards;
+}
+
+cache_stats cache::stats() const {
+  cache_counters c[counter_shards];
+  runtime::copy_to_host(c, counters_.get(), sizeof c);
+  cache_stats s;
+  for (const cache_counters& k : c) {
+    s.hits += k.hits;
+    s.misses += k.misses;
+    s.evictions += k.evictions;
+    s.writebacks += k.writebacks;
+    s.bytes_read += k.bytes_read;
+    s.retries += k.retries;
+    s.errors += k.errors;
+  }
+  return s;
+}
+
+void cache::reset_stats() {
+  runtime::memset_device(counters_.get(), 0, sizeof(cache_counters) * counter_shards);
+}
+
+void cache::clear() {
+  runtime::memset_device(tags_.get(), 0, sizeof(std::uint64_t) * ref_.num_lines);
+  runtime::memset_device(states_.get(), 0, sizeof(std::uint32_t) * ref_.num_lines);
+  runtime::memset_device(set_words_.get(), 0, sizeof(std::uint32_t) * 2 * ref_.num_sets);
+}
+
+}  // namespace warpstore

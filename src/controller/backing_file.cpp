@@ -1,0 +1,167 @@
+// A file or block device opened read-only for a controller: O_DIRECT when
+// asked for (or when it works, in automatic mode), its size and the alignment
+// direct I/O needs.
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+
+#include "warpstore/controller.h"
+#include "warpstore/nvme.h"
+
+namespace warpstore {
+
+namespace {
+
+// STATX_DIOALIGN (Linux 6.1) may be missing from older headers; the kernel
+// ABI is fixed, so the value and the field offsets can be spelled out here.
+constexpr unsigned statx_dioalign = 0x00002000u;
+constexpr std::size_t statx_dio_mem_align_offset = 0x98;
+constexpr std::size_t statx_dio_offset_align_offset = 0x9c;
+// Largest alignment we accept from the kernel or a probe; anything bigger is
+// surely not what it seems.
+constexpr std::uint32_t max_direct_alignment = 1u << 16;
+
+[[noreturn]] void throw_errno(int err, const std::string& what, const std::string& path) {
+  throw std::system_error(err, std::generic_category(), "warpstore: " + what + " '" + path + "'");
+}
+
+int open_read_only(const std::string& path, bool direct) {
+  int flags = O_RDONLY | O_CLOEXEC;
+  if (direct) flags |= O_DIRECT;
+  int fd;
+  do {
+    fd = ::open(path.c_str(), flags);
+  } while (fd < 0 && errno == EINTR);
+  return fd;
+}
+
+struct free_deleter {
+  void operator()(void* p) const noexcept { std::free(p); }
+};
+
+// Reads `bytes` at `offset` into a buffer aligned to exactly `mem_align`
+// (not more), returning 0 or the errno. Used to learn what O_DIRECT accepts
+// when the kernel does not say.
+int probe_direct_read(int fd, std::uint64_t offset, std::uint32_t bytes, std::uint32_t mem_align) {
+  constexpr std::size_t big = 1u << 16;
+  std::unique_ptr<std::byte, free_deleter> buf(
+      static_cast<std::byte*>(std::aligned_alloc(big, 2 * big)));
+  if (!buf) return ENOMEM;
+  // Offset by mem_align inside a 64 KiB-aligned block: aligned to mem_align
+  // but to nothing larger.
+  std::byte* p = buf.get() + (mem_align < big ? mem_align : 0);
+  ssize_t r;
+  do {
+    r = ::pread(fd, p, bytes, static_cast<off_t>(offset));
+  } while (r < 0 && errno == EINTR);
+  return r < 0 ? errno : 0;
+}
+
+// Alignment O_DIRECT needs on a regular file: what statx reports, else the
+// smallest of 512 / 4096 a probe read accepts, else 4096 (the safe choice).
+std::uint32_t file_direct_alignment(int fd, std::uint64_t size) {
+  alignas(8) unsigned char raw[256] = {};
+  if (::syscall(SYS_statx, fd, "", AT_EMPTY_PATH, statx_dioalign, raw) == 0) {
+    std::uint32_t mask, mem_align, offset_align;
+    std::memcpy(&mask, raw, sizeof mask);
+    std::memcpy(&mem_align, raw + statx_dio_mem_align_offset, sizeof mem_align);
+    std::memcpy(&offset_align, raw + statx_dio_offset_align_offset, sizeof offset_align);
+    if ((mask & statx_dioalign) != 0 && offset_align != 0) {
+      const std::uint32_t a = mem_align > offset_align ? mem_align : offset_align;
+      if ((a & (a - 1)) == 0 && a <= max_direct_alignment) return a < 512 ? 512 : a;
+    }
+  }
+  // Needs two 512-byte blocks to tell an unaligned offset from EOF.
+  if (size >= 2 * nvme::block_size && probe_direct_read(fd, nvme::block_size, nvme::block_size,
+                                                        nvme::block_size) == 0)
+    return nvme::block_size;
+  return 4096;
+}
+
+}  // namespace
+
+backing_file::backing_file(const std::string& path, direct_io mode) : path_(path) {
+  if (path.empty()) throw std::invalid_argument("warpstore: backing file path is empty");
+
+  bool direct = mode != direct_io::off;
+  fd_ = open_read_only(path, direct);
+  if (fd_ < 0 && errno == EINVAL && mode == direct_io::automatic) {
+    // The filesystem refuses O_DIRECT (tmpfs before 6.6, some FUSE mounts).
+    direct = false;
+    fd_ = open_read_only(path, false);
+  }
+  if (fd_ < 0) {
+    const int err = errno;
+    if (err == EINVAL && mode == direct_io::on)
+      throw_errno(err, "O_DIRECT is not supported (direct I/O is 'on') for", path);
+    throw_errno(err, "cannot open", path);
+  }
+  // From here on the destructor will not run if we throw: close by hand.
+  try {
+    struct stat st{};
+    if (::fstat(fd_, &st) != 0) throw_errno(errno, "cannot stat", path);
+    if (S_ISDIR(st.st_mode))
+      throw std::invalid_argument("warpstore: '" + path + "' is a directory, not a file");
+    if (S_ISREG(st.st_mode)) {
+      size_ = static_cast<std::uint64_t>(st.st_size);
+      if (direct) direct_alignment_ = file_direct_alignment(fd_, size_);
+    } else if (S_ISBLK(st.st_mode)) {
+      std::uint64_t bytes = 0;
+      if (::ioctl(fd_, BLKGETSIZE64, &bytes) != 0)
+        throw_errno(errno, "cannot get the size (BLKGETSIZE64) of block device", path);
+      size_ = bytes;
+      int sector = 0;
+      if (::ioctl(fd_, BLKSSZGET, &sector) != 0)
+        throw_errno(errno, "cannot get the sector size (BLKSSZGET) of block device", path);
+      direct_alignment_ = sector >= static_cast<int>(nvme::block_size)
+                              ? static_cast<std::uint32_t>(sector)
+                              : nvme::block_size;
+    } else {
+      throw std::invalid_argument("warpstore: '" + path +
+                                  "' is neither a regular file nor a block device");
+    }
+
+    // Some filesystems accept O_DIRECT at open and refuse it at the first
+    // read: find out now rather than on the first command.
+    if (direct && size_ >= direct_alignment_) {
+      const int err = probe_direct_read(fd_, 0, direct_alignment_, direct_alignment_);
+      if (err == EINVAL && mode == direct_io::automatic) {
+        ::close(fd_);
+        fd_ = open_read_only(path, false);
+        if (fd_ < 0) throw_errno(errno, "cannot reopen without O_DIRECT", path);
+        direct = false;
+      } else if (err != 0) {
+        throw_errno(err, "O_DIRECT read of the first " + std::to_string(direct_alignment_) +
+                             " bytes failed on",
+                    path);
+      }
+    }
+    direct_ = direct;
+    if (!direct_) direct_alignment_ = nvme::block_size;
+  } catch (...) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    throw;
+  }
+}
+
+backing_file::~backing_file() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+std::uint64_t backing_file::capacity_blocks() const {
+  return (size_ + nvme::block_size - 1) >> nvme::block_shift;
+}
+
+}  // namespace warpstore

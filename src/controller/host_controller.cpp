@@ -1,0 +1,722 @@
+// The host controller's service threads. Each owns a set of queue pairs and
+// one io_uring, and runs a polling loop:
+//
+//   fetch   read each owned SQ tail doorbell, copy every new SQE, validate it,
+//           and queue a READ on the io_uring (or complete it at once);
+//   submit  one io_uring_submit for everything queued this round;
+//   reap    take every finished read, resubmit short ones, zero-fill past
+//           EOF, and (copy_engine) push the whole batch into GPU memory with
+//           one wait;
+//   post    write completions into each CQ as far as the GPU has retired it.
+//
+// Nothing in the loop allocates; every wait is bounded.
+#include "controller/host_controller.h"
+
+#include <liburing.h>
+#include <pthread.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstddef>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "warpstore/runtime.h"
+
+namespace warpstore {
+
+namespace {
+
+// Generic status 0x0B (Base Specification figure 101); nvme.h has no name
+// for it yet.
+constexpr std::uint8_t sc_invalid_namespace = 0x0B;
+// FLUSH may name every namespace at once.
+constexpr std::uint32_t nsid_all = 0xFFFFFFFFu;
+// The only namespace a warpstore controller exposes.
+constexpr std::uint32_t nsid_one = 1;
+
+// io_uring completions taken per peek.
+constexpr unsigned reap_batch = 64;
+// Idle rounds spent polling with a pause instruction before yielding the CPU.
+constexpr unsigned idle_spin_rounds = 4096;
+// With reads in flight and nothing else to do, sleep in the kernel this long
+// at most so new doorbells are still seen quickly.
+constexpr long long inflight_wait_ns = 10'000;
+// After this long without any work, nap between polls so an idle array does
+// not burn a core forever; steady workloads never get here.
+constexpr std::uint64_t idle_nap_after_ns = 100'000'000;
+constexpr auto idle_nap = std::chrono::microseconds(20);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+inline std::uint64_t steady_ns() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+}
+
+constexpr nvme::status generic_status(std::uint8_t code) {
+  return nvme::status::make(nvme::status_type::generic, code);
+}
+
+// Dword 3 (cid, phase, status) as the one 32-bit word both sides access
+// atomically; the controller never touches its 16-bit halves.
+inline std::uint32_t& completion_dw3_word(nvme::completion& e) {
+  return *reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(&e) +
+                                           offsetof(nvme::completion, cid));
+}
+
+std::string errno_text(int err) {
+  return std::error_code(err, std::generic_category()).message();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// One service thread and the queues it owns.
+class host_controller::worker {
+ public:
+  worker(host_controller& owner, std::uint32_t id, const std::vector<std::uint32_t>& queue_ids,
+         const options& opts);
+  ~worker();
+  worker(const worker&) = delete;
+  worker& operator=(const worker&) = delete;
+
+  // Thread body: never throws; a failure is recorded on the owner.
+  void run() noexcept;
+  bool registered() const { return registered_buffers_; }
+
+ private:
+  // One fetched command, from the SQE copy until its completion is posted.
+  struct command_ctx {
+    nvme::command cmd;
+    std::byte* buffer = nullptr;   // where the file's bytes land on the CPU side
+    std::uint64_t offset = 0;      // file offset of the first byte
+    std::uint32_t length = 0;      // bytes the command transfers
+    std::uint32_t file_bytes = 0;  // bytes that exist in the file; the rest reads as zero
+    std::uint32_t request_bytes = 0;  // bytes asked of the kernel (O_DIRECT: aligned up)
+    std::uint32_t done = 0;           // bytes read so far
+    std::uint32_t dw0 = 0;            // completion dword 0: errno of a failed read
+    nvme::status status;
+    std::uint32_t queue = 0;  // index into queues_
+    std::uint32_t index = 0;  // index into its queue's contexts
+  };
+
+  struct queue_ctx {
+    queue_pair_ref ref{};
+    std::uint32_t mask = 0;       // depth - 1
+    std::uint32_t sq_head = 0;    // next SQ index to fetch
+    std::uint32_t cq_tail = 0;    // next CQ index to post
+    std::uint32_t last_tail = 0;  // SQ tail doorbell value last seen
+    bool phase = true;            // phase tag of the current CQ pass
+    bool doorbell_fault = false;  // a bad doorbell value was already reported
+    std::byte* read_base = nullptr;  // depth * slot_bytes the reads land in
+    std::vector<command_ctx> contexts;
+    std::vector<std::uint32_t> free;  // stack of free context indices
+    std::vector<std::uint32_t> pending;  // ring of contexts waiting to be posted
+    std::uint32_t pending_head = 0;
+    std::uint32_t pending_count = 0;
+  };
+
+  // Round steps; each returns whether it did anything.
+  bool fetch();
+  bool submit();
+  bool reap();
+  bool post();
+  void idle(unsigned& idle_rounds, std::uint64_t& idle_since);
+  void loop();
+  void drain() noexcept;
+
+  void start(queue_ctx& q, command_ctx& c);
+  void queue_read(command_ctx& c);
+  void on_read_result(command_ctx& c, int res);
+  void fail_read(command_ctx& c, int err, const char* what);
+  void flush_copies();
+  void complete(command_ctx& c, nvme::status st, std::uint32_t dw0 = 0);
+  io_uring_sqe* next_sqe();
+  void flush_counters();
+
+  host_controller& owner_;
+  const backing_file& file_;
+  std::uint32_t id_;
+  std::uint32_t slot_bytes_;
+  std::uint64_t capacity_blocks_;
+  std::uint64_t file_size_;
+  bool direct_;
+  std::uint32_t direct_alignment_;
+  bool gpu_pull_;
+  std::uint64_t drain_timeout_ns_;
+
+  std::vector<queue_ctx> queues_;
+  std::uint32_t next_queue_ = 0;  // round-robin start of fetch, for fairness
+
+  io_uring ring_{};
+  bool ring_ready_ = false;
+  bool registered_buffers_ = false;
+  bool registered_file_ = false;
+  bool can_wait_timeout_ = false;  // the kernel takes a timeout without an SQE
+  std::uint32_t max_inflight_ = 0;
+  std::uint32_t inflight_ = 0;     // reads submitted to io_uring, not yet reaped
+  std::uint32_t unsubmitted_ = 0;  // SQEs prepared since the last submit
+
+  // copy_engine delivery: our own staging and a copy stream into GPU memory.
+  runtime::host_mapped_ptr<std::byte> own_staging_;
+  std::unique_ptr<runtime::copy_stream> copies_;
+  std::vector<command_ctx*> copy_batch_;
+
+  // Counted locally, published once per round.
+  std::uint64_t n_commands_ = 0, n_errors_ = 0, n_bytes_ = 0, n_doorbells_ = 0;
+};
+
+host_controller::worker::worker(host_controller& owner, std::uint32_t id,
+                                const std::vector<std::uint32_t>& queue_ids, const options& opts)
+    : owner_(owner),
+      file_(*owner.file_),
+      id_(id),
+      slot_bytes_(owner.queues_.slot_bytes()),
+      capacity_blocks_(owner.file_->capacity_blocks()),
+      file_size_(owner.file_->size_bytes()),
+      direct_(owner.file_->direct()),
+      direct_alignment_(owner.file_->direct_alignment()),
+      gpu_pull_(opts.deliver == delivery::gpu_pull),
+      drain_timeout_ns_(std::max<std::uint64_t>(opts.timeout_ns, 1'000'000'000ull)) {
+  const std::uint32_t depth = owner.queues_.depth();
+  const std::size_t queue_bytes = std::size_t{depth} * slot_bytes_;
+  if (!gpu_pull_) {
+    own_staging_ = runtime::make_host_mapped<std::byte>(queue_ids.size() * queue_bytes);
+    copies_ = std::make_unique<runtime::copy_stream>();
+    copy_batch_.reserve(queue_ids.size() * depth);
+  }
+  queues_.resize(queue_ids.size());
+  for (std::size_t i = 0; i < queue_ids.size(); ++i) {
+    queue_ctx& q = queues_[i];
+    q.ref = owner.queues_.view(queue_ids[i]);
+    q.mask = depth - 1;
+    q.read_base = gpu_pull_ ? q.ref.staging : own_staging_.get() + i * queue_bytes;
+    q.contexts.resize(depth);
+    q.free.reserve(depth);
+    q.pending.resize(depth);
+    // Stack order: context 0 is handed out first.
+    for (std::uint32_t k = depth; k-- > 0;) {
+      q.contexts[k].queue = static_cast<std::uint32_t>(i);
+      q.contexts[k].index = k;
+      q.free.push_back(k);
+    }
+  }
+
+  const int ret = io_uring_queue_init(opts.uring_depth, &ring_, 0);
+  if (ret < 0)
+    throw runtime_error("host controller: io_uring_queue_init(" +
+                        std::to_string(opts.uring_depth) + ") failed: " + errno_text(-ret) +
+                        (ret == -EPERM || ret == -ENOSYS
+                             ? " (io_uring disabled by kernel.io_uring_disabled or seccomp?)"
+                             : ""));
+  ring_ready_ = true;
+  max_inflight_ = std::min(opts.uring_depth, ring_.sq.ring_entries);
+  can_wait_timeout_ = (ring_.features & IORING_FEAT_EXT_ARG) != 0;
+
+  // Registered buffers skip pinning pages on every read. They count against
+  // RLIMIT_MEMLOCK, and the kernel may refuse memory it cannot pin: then
+  // plain reads are used, slower but correct.
+  std::vector<iovec> iov(queues_.size());
+  for (std::size_t i = 0; i < queues_.size(); ++i)
+    iov[i] = iovec{queues_[i].read_base, queue_bytes};
+  registered_buffers_ =
+      io_uring_register_buffers(&ring_, iov.data(), static_cast<unsigned>(iov.size())) == 0;
+  const int fd = file_.fd();
+  registered_file_ = io_uring_register_files(&ring_, &fd, 1) == 0;
+}
+
+host_controller::worker::~worker() {
+  if (ring_ready_) io_uring_queue_exit(&ring_);
+}
+
+void host_controller::worker::run() noexcept {
+  try {
+    loop();
+  } catch (const std::exception& e) {
+    owner_.record_failure("host controller service thread " + std::to_string(id_) +
+                          " stopped: " + e.what());
+  } catch (...) {
+    owner_.record_failure("host controller service thread " + std::to_string(id_) +
+                          " stopped: unknown exception");
+  }
+  drain();
+}
+
+void host_controller::worker::loop() {
+  unsigned idle_rounds = 0;
+  std::uint64_t idle_since = 0;
+  while (!owner_.stop_.load(std::memory_order_relaxed)) {
+    // Fetch then submit then reap: a page-cache hit completes inside the
+    // submit, so its completion goes out in the same round.
+    bool progress = fetch();
+    progress |= submit();
+    progress |= reap();
+    progress |= post();
+    flush_counters();
+    if (progress) {
+      idle_rounds = 0;
+      continue;
+    }
+    idle(idle_rounds, idle_since);
+  }
+}
+
+void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_since) {
+  if (idle_rounds == 0) idle_since = steady_ns();
+  ++idle_rounds;
+  if (inflight_ > 0) {
+    // Reads outstanding: let the kernel wake us when one ends, but only
+    // briefly, since the GPU may ring a doorbell meanwhile.
+    if (idle_rounds > 64 && can_wait_timeout_) {
+      __kernel_timespec ts{0, inflight_wait_ns};
+      io_uring_cqe* cqe = nullptr;
+      io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);  // -ETIME or a CQE: reap() sees it
+    } else {
+      cpu_relax();
+    }
+    return;
+  }
+  if (idle_rounds < idle_spin_rounds) {
+    cpu_relax();
+  } else if (steady_ns() - idle_since < idle_nap_after_ns) {
+    std::this_thread::yield();
+  } else {
+    std::this_thread::sleep_for(idle_nap);
+  }
+}
+
+// Copies every new SQE of every owned queue and starts it.
+bool host_controller::worker::fetch() {
+  bool any = false;
+  const std::size_t n = queues_.size();
+  for (std::size_t k = 0; k < n; ++k) {
+    queue_ctx& q = queues_[(next_queue_ + k) % n];
+    const std::uint32_t tail = detail::system_atomic<std::uint32_t>(*q.ref.sq_tail_doorbell)
+                                   .load(detail::memory_order_acquire);
+    if (tail > q.mask) {
+      // An NVMe controller would raise an "invalid doorbell write" event; we
+      // ignore the write and say so once.
+      if (!q.doorbell_fault) {
+        q.doorbell_fault = true;
+        owner_.record_failure("host controller: SQ " + std::to_string(q.ref.qid) +
+                              " tail doorbell holds " + std::to_string(tail) +
+                              ", beyond depth " + std::to_string(q.mask + 1));
+      }
+      continue;
+    }
+    std::uint32_t available = (tail - q.sq_head) & q.mask;
+    if (available == 0) continue;
+    if (tail != q.last_tail) {
+      q.last_tail = tail;
+      ++n_doorbells_;
+    }
+    // Stop when contexts or io_uring slots run out; the rest waits in the SQ.
+    while (available > 0 && !q.free.empty() && inflight_ < max_inflight_) {
+      command_ctx& c = q.contexts[q.free.back()];
+      q.free.pop_back();
+      std::memcpy(&c.cmd, q.ref.sq + q.sq_head, sizeof(nvme::command));
+      q.sq_head = (q.sq_head + 1) & q.mask;
+      --available;
+      any = true;
+      start(q, c);
+    }
+  }
+  next_queue_ = n == 0 ? 0 : static_cast<std::uint32_t>((next_queue_ + 1) % n);
+  return any;
+}
+
+// Validates a fetched command and either queues its read or completes it.
+void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
+  const nvme::command& cmd = c.cmd;
+  c.dw0 = 0;
+  c.length = 0;
+  const auto op = static_cast<nvme::opcode>(cmd.opc);
+  if (cmd.nsid != nsid_one && !(op == nvme::opcode::flush && cmd.nsid == nsid_all))
+    return complete(c, generic_status(sc_invalid_namespace));
+  // Fused operations and SGL data pointers are not supported.
+  if (cmd.flags != 0) return complete(c, generic_status(nvme::sc::invalid_field));
+  switch (op) {
+    case nvme::opcode::flush:
+      // The file is opened read-only, so nothing can be dirty. Once writes
+      // exist this must become an fdatasync (IORING_OP_FSYNC, DATASYNC).
+      return complete(c, nvme::status::ok());
+    case nvme::opcode::read:
+      break;
+    default:
+      // WRITE is not executed yet: it comes with the write path in a later
+      // issue, together with a writable backing_file.
+      return complete(c, generic_status(nvme::sc::invalid_opcode));
+  }
+
+  const std::uint32_t blocks = cmd.nlb();
+  const std::uint64_t length = std::uint64_t{blocks} << nvme::block_shift;
+  if (length > slot_bytes_) return complete(c, generic_status(nvme::sc::invalid_field));
+  const std::uint64_t slba = cmd.slba();
+  if (slba >= capacity_blocks_ || blocks > capacity_blocks_ - slba)
+    return complete(c, generic_status(nvme::sc::lba_out_of_range));
+
+  if (gpu_pull_) {
+    // The data must land in the command's own staging slot: anything else
+    // would let one command overwrite another's bytes.
+    if (cmd.cid > q.mask ||
+        cmd.prp1 != reinterpret_cast<std::uint64_t>(q.ref.staging +
+                                                    std::size_t{cmd.cid} * slot_bytes_))
+      return complete(c, generic_status(nvme::sc::invalid_field));
+    c.buffer = q.ref.staging + std::size_t{cmd.cid} * slot_bytes_;
+  } else {
+    if (cmd.prp1 == 0) return complete(c, generic_status(nvme::sc::invalid_field));
+    c.buffer = q.read_base + std::size_t{c.index} * slot_bytes_;
+  }
+
+  c.offset = slba << nvme::block_shift;
+  c.length = static_cast<std::uint32_t>(length);
+  // slba < capacity, so the first byte exists; the tail may not.
+  c.file_bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(length, file_size_ - c.offset));
+  c.request_bytes = c.file_bytes;
+  if (direct_) {
+    // O_DIRECT needs aligned offsets, buffers and lengths. A command that
+    // ends the namespace may have an unaligned length: it is read rounded up
+    // (the kernel stops at EOF) as long as that fits in the slot.
+    const std::uint64_t a = direct_alignment_ - 1;
+    c.request_bytes = static_cast<std::uint32_t>((c.file_bytes + a) & ~a);
+    const bool ends_namespace = slba + blocks == capacity_blocks_;
+    if (((c.offset | reinterpret_cast<std::uintptr_t>(c.buffer)) & a) != 0 ||
+        ((length & a) != 0 && !ends_namespace) || c.request_bytes > slot_bytes_)
+      return complete(c, generic_status(nvme::sc::invalid_field));
+  }
+  c.done = 0;
+  queue_read(c);
+}
+
+io_uring_sqe* host_controller::worker::next_sqe() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) {
+    // Cannot happen while inflight_ <= ring entries; submitting frees room.
+    io_uring_submit(&ring_);
+    unsubmitted_ = 0;
+    sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr)
+      throw runtime_error("host controller: io_uring submission queue full with " +
+                          std::to_string(inflight_) + " reads in flight");
+  }
+  return sqe;
+}
+
+void host_controller::worker::queue_read(command_ctx& c) {
+  io_uring_sqe* sqe = next_sqe();
+  std::byte* dst = c.buffer + c.done;
+  const unsigned len = c.request_bytes - c.done;
+  const std::uint64_t off = c.offset + c.done;
+  const int fd = registered_file_ ? 0 : file_.fd();
+  if (registered_buffers_)
+    io_uring_prep_read_fixed(sqe, fd, dst, len, off, static_cast<int>(c.queue));
+  else
+    io_uring_prep_read(sqe, fd, dst, len, off);
+  if (registered_file_) sqe->flags |= IOSQE_FIXED_FILE;
+  io_uring_sqe_set_data(sqe, &c);
+  ++inflight_;
+  ++unsubmitted_;
+}
+
+bool host_controller::worker::submit() {
+  if (unsubmitted_ == 0) return false;
+  const int ret = io_uring_submit(&ring_);
+  if (ret >= 0) {
+    unsubmitted_ -= std::min<std::uint32_t>(unsubmitted_, static_cast<std::uint32_t>(ret));
+    return true;
+  }
+  // Transient (no memory for requests, completion ring busy, signal): the
+  // SQEs stay in the ring and go with the next round's submit.
+  if (ret == -EAGAIN || ret == -EBUSY || ret == -EINTR) return false;
+  throw runtime_error("host controller: io_uring_submit failed: " + errno_text(-ret));
+}
+
+bool host_controller::worker::reap() {
+  io_uring_cqe* cqes[reap_batch];
+  bool any = false;
+  for (;;) {
+    const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, reap_batch);
+    if (n == 0) break;
+    any = true;
+    for (unsigned i = 0; i < n; ++i) {
+      // Older kernels implement wait timeouts with an internal timeout SQE.
+      if (cqes[i]->user_data == LIBURING_UDATA_TIMEOUT) continue;
+      auto* c = static_cast<command_ctx*>(io_uring_cqe_get_data(cqes[i]));
+      const int res = cqes[i]->res;
+      --inflight_;
+      on_read_result(*c, res);
+    }
+    io_uring_cq_advance(&ring_, n);
+  }
+  flush_copies();
+  return any;
+}
+
+void host_controller::worker::on_read_result(command_ctx& c, int res) {
+  if (res < 0) {
+    if (res == -EAGAIN || res == -EINTR) return queue_read(c);
+    return fail_read(c, -res, "failed");
+  }
+  if (res == 0 && c.done < c.file_bytes)
+    return fail_read(c, EIO, "hit end of file early (file shrank?)");
+  c.done += static_cast<std::uint32_t>(res);
+  if (c.done < c.file_bytes) {
+    // A short read: ask for the rest. O_DIRECT can only continue from an
+    // aligned point.
+    if (direct_ && (c.done & (direct_alignment_ - 1)) != 0)
+      return fail_read(c, EIO, "returned an unaligned short count under O_DIRECT");
+    return queue_read(c);
+  }
+  // Blocks past the end of the file read as zeros.
+  if (c.file_bytes < c.length) std::memset(c.buffer + c.file_bytes, 0, c.length - c.file_bytes);
+  if (gpu_pull_) return complete(c, nvme::status::ok());
+  copy_batch_.push_back(&c);
+}
+
+void host_controller::worker::fail_read(command_ctx& c, int err, const char* what) {
+  owner_.record_io_error("read of " + std::to_string(c.length) + " bytes at offset " +
+                         std::to_string(c.offset + c.done) + " of '" + file_.path() + "' " +
+                         what + ": " + errno_text(err));
+  complete(c, nvme::status::make(nvme::status_type::media, nvme::sc::unrecovered_read),
+           static_cast<std::uint32_t>(err));
+}
+
+// copy_engine: push every finished read of this round into GPU memory, wait
+// once, and only then let their completions go out.
+void host_controller::worker::flush_copies() {
+  if (copy_batch_.empty()) return;
+  const nvme::status transfer_error =
+      generic_status(nvme::sc::data_transfer_error);
+  std::size_t enqueued = 0;
+  for (command_ctx* c : copy_batch_) {
+    try {
+      copies_->enqueue_to_device(reinterpret_cast<void*>(c->cmd.prp1), c->buffer, c->length);
+      copy_batch_[enqueued++] = c;
+    } catch (const std::exception& e) {
+      char prp1[24];
+      std::snprintf(prp1, sizeof prp1, "0x%llx", static_cast<unsigned long long>(c->cmd.prp1));
+      owner_.record_io_error("copy of " + std::to_string(c->length) + " bytes to PRP1 " + prp1 +
+                             " failed: " + e.what());
+      complete(*c, transfer_error);
+    }
+  }
+  copy_batch_.resize(enqueued);
+  bool copied = true;
+  try {
+    copies_->wait();
+  } catch (const std::exception& e) {
+    owner_.record_io_error(std::string("copy engine wait failed: ") + e.what());
+    copied = false;
+  }
+  for (command_ctx* c : copy_batch_) complete(*c, copied ? nvme::status::ok() : transfer_error);
+  copy_batch_.clear();
+}
+
+void host_controller::worker::complete(command_ctx& c, nvme::status st, std::uint32_t dw0) {
+  c.status = st;
+  c.dw0 = dw0;
+  queue_ctx& q = queues_[c.queue];
+  q.pending[(q.pending_head + q.pending_count) & q.mask] = c.index;
+  ++q.pending_count;
+}
+
+// Posts pending completions as far as each CQ has room. Never overwrites an
+// entry the GPU has not retired (head from the CQ head doorbell).
+bool host_controller::worker::post() {
+  bool any = false;
+  for (queue_ctx& q : queues_) {
+    if (q.pending_count == 0) continue;
+    const std::uint32_t head = detail::system_atomic<std::uint32_t>(*q.ref.cq_head_doorbell)
+                                   .load(detail::memory_order_acquire);
+    if (head > q.mask) {
+      if (!q.doorbell_fault) {
+        q.doorbell_fault = true;
+        owner_.record_failure("host controller: CQ " + std::to_string(q.ref.qid) +
+                              " head doorbell holds " + std::to_string(head) +
+                              ", beyond depth " + std::to_string(q.mask + 1));
+      }
+      continue;
+    }
+    const std::uint32_t used = (q.cq_tail - head) & q.mask;
+    std::uint32_t room = q.mask - used;  // one entry always stays empty
+    while (room > 0 && q.pending_count > 0) {
+      command_ctx& c = q.contexts[q.pending[q.pending_head]];
+      q.pending_head = (q.pending_head + 1) & q.mask;
+      --q.pending_count;
+      --room;
+
+      nvme::completion& e = q.ref.cq[q.cq_tail];
+      // Plain stores: the GPU reads these only after it sees dword 3.
+      e.dw0 = c.dw0;
+      e.dw1 = 0;
+      e.sq_head = static_cast<std::uint16_t>(q.sq_head);
+      e.sq_id = q.ref.qid;
+      detail::system_atomic<std::uint32_t>(completion_dw3_word(e))
+          .store(nvme::completion_dw3(c.cmd.cid, c.status, q.phase),
+                 detail::memory_order_release);
+      q.cq_tail = (q.cq_tail + 1) & q.mask;
+      if (q.cq_tail == 0) q.phase = !q.phase;
+
+      ++n_commands_;
+      if (c.status.success())
+        n_bytes_ += c.length;
+      else
+        ++n_errors_;
+      q.free.push_back(c.index);
+      any = true;
+    }
+  }
+  return any;
+}
+
+void host_controller::worker::flush_counters() {
+  counters& k = owner_.counters_;
+  if (n_commands_) k.commands.fetch_add(std::exchange(n_commands_, 0), std::memory_order_relaxed);
+  if (n_errors_) k.errors.fetch_add(std::exchange(n_errors_, 0), std::memory_order_relaxed);
+  if (n_bytes_) k.bytes.fetch_add(std::exchange(n_bytes_, 0), std::memory_order_relaxed);
+  if (n_doorbells_)
+    k.doorbells.fetch_add(std::exchange(n_doorbells_, 0), std::memory_order_relaxed);
+}
+
+// Waits (bounded) for reads still in flight, so the kernel never writes into
+// buffers after they are freed.
+void host_controller::worker::drain() noexcept {
+  try {
+    flush_counters();
+    const std::uint64_t end = steady_ns() + drain_timeout_ns_;
+    if (unsubmitted_ > 0) io_uring_submit(&ring_);
+    while (inflight_ > 0 && steady_ns() < end) {
+      __kernel_timespec ts{0, 1'000'000};
+      io_uring_cqe* cqe = nullptr;
+      io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
+      io_uring_cqe* cqes[reap_batch];
+      const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, reap_batch);
+      for (unsigned i = 0; i < n; ++i)
+        if (cqes[i]->user_data != LIBURING_UDATA_TIMEOUT) --inflight_;
+      io_uring_cq_advance(&ring_, n);
+    }
+    if (inflight_ > 0) {
+      owner_.record_failure("host controller service thread " + std::to_string(id_) + ": " +
+                            std::to_string(inflight_) + " reads still in flight at shutdown");
+      // Keep our buffer alive: the kernel may still write into it.
+      (void)own_staging_.release();
+    }
+  } catch (...) {
+    // Nothing sensible left to do while shutting down.
+  }
+}
+
+// ---------------------------------------------------------------------------
+
+namespace {
+std::uint32_t queue_count(const options& opts) {
+  return opts.queue_pairs != 0 ? opts.queue_pairs
+                               : std::min(runtime::processor_count(), 128u);
+}
+}  // namespace
+
+host_controller::host_controller(std::shared_ptr<backing_file> file, const options& opts,
+                                 std::uint32_t slot_bytes)
+    : controller(std::move(file)),
+      deliver_(opts.deliver),
+      queues_(queue_count(opts), opts.queue_depth, slot_bytes,
+              opts.deliver == delivery::gpu_pull, opts.timeout_ns) {
+  if (!file_) throw std::invalid_argument("host controller: no backing file");
+  if (opts.service_threads == 0)
+    throw std::invalid_argument("host controller: service_threads must be at least 1");
+  if (opts.uring_depth == 0 || opts.uring_depth > 32768)
+    throw std::invalid_argument("host controller: uring_depth must be 1..32768, got " +
+                                std::to_string(opts.uring_depth));
+  if (slot_bytes > (std::uint32_t{1} << 16) * nvme::block_size)
+    throw std::invalid_argument("host controller: slot size " + std::to_string(slot_bytes) +
+                                " exceeds the largest NVMe transfer (65536 blocks)");
+
+  // More threads than queues would have nothing to serve.
+  const std::uint32_t threads = std::min(opts.service_threads, queues_.count());
+  std::vector<std::vector<std::uint32_t>> owned(threads);
+  for (std::uint32_t i = 0; i < queues_.count(); ++i) owned[i % threads].push_back(i);
+  workers_.reserve(threads);
+  for (std::uint32_t t = 0; t < threads; ++t) {
+    workers_.push_back(std::make_unique<worker>(*this, t, owned[t], opts));
+    registered_buffers_ = registered_buffers_ && workers_.back()->registered();
+  }
+  threads_.reserve(threads);
+  try {
+    for (std::uint32_t t = 0; t < threads; ++t) {
+      threads_.emplace_back([w = workers_[t].get()] { w->run(); });
+      char name[16];
+      std::snprintf(name, sizeof name, "warpstore-io%u", t % 1000);  // 15 characters at most
+      pthread_setname_np(threads_.back().native_handle(), name);
+    }
+  } catch (...) {
+    stop_threads();
+    throw;
+  }
+}
+
+host_controller::~host_controller() { stop_threads(); }
+
+void host_controller::stop_threads() noexcept {
+  stop_.store(true, std::memory_order_relaxed);
+  for (std::thread& t : threads_)
+    if (t.joinable()) t.join();
+}
+
+io_ref host_controller::device_ref() const {
+  return io_ref{io_kind::queues, queues_.device_ref(), {}};
+}
+
+controller_stats host_controller::stats() const {
+  controller_stats s;
+  s.commands = counters_.commands.load(std::memory_order_relaxed);
+  s.errors = counters_.errors.load(std::memory_order_relaxed);
+  s.bytes = counters_.bytes.load(std::memory_order_relaxed);
+  s.doorbells = counters_.doorbells.load(std::memory_order_relaxed);
+  return s;
+}
+
+void host_controller::check() const {
+  if (!failed_.load(std::memory_order_acquire)) return;
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  throw runtime_error(failure_);
+}
+
+std::string host_controller::last_io_error() const {
+  std::lock_guard<std::mutex> lock(failure_mutex_);
+  return last_io_error_;
+}
+
+void host_controller::record_failure(const std::string& message) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    if (!failed_.load(std::memory_order_relaxed)) {
+      failure_ = message;
+      failed_.store(true, std::memory_order_release);
+    }
+  } catch (...) {
+    failed_.store(true, std::memory_order_release);
+  }
+}
+
+void host_controller::record_io_error(const std::string& message) noexcept {
+  try {
+    std::lock_guard<std::mutex> lock(failure_mutex_);
+    last_io_error_ = message;
+  } catch (...) {
+  }
+}
+
+}  // namespace warpstore

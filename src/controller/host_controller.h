@@ -1,0 +1,81 @@
+// The `host` controller: CPU service threads that poll the submission
+// doorbells of the queue pairs, execute the NVMe commands against a file or
+// block device with io_uring, deliver the bytes (into pinned staging the GPU
+// copies from, or with the copy engine straight into GPU memory) and post the
+// completions. The GPU initiates every request; the CPU only executes.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "warpstore/controller.h"
+#include "warpstore/detail/queue_pairs.h"
+#include "warpstore/settings.h"
+
+namespace warpstore {
+
+class host_controller final : public controller {
+ public:
+  // `slot_bytes` is the largest transfer one command may carry (the cache
+  // line size). Raises warpstore::runtime_error if io_uring cannot be set up.
+  host_controller(std::shared_ptr<backing_file> file, const options& opts,
+                  std::uint32_t slot_bytes);
+  ~host_controller() override;
+  host_controller(const host_controller&) = delete;
+  host_controller& operator=(const host_controller&) = delete;
+
+  const char* name() const override { return "host"; }
+  io_ref device_ref() const override;
+  controller_stats stats() const override;
+  // Raises warpstore::runtime_error with the first failure of a service
+  // thread (the thread stopped; the queues it served get no more completions).
+  void check() const override;
+
+  // True when every service thread reads into io_uring registered buffers;
+  // false when registration failed (RLIMIT_MEMLOCK, memory the kernel cannot
+  // pin) and plain reads are used instead.
+  bool registered_buffers() const { return registered_buffers_; }
+  // The most recent failed read or copy, with path, offset and errno text
+  // (empty if none). The failing command's completion carries the errno in
+  // dword 0.
+  std::string last_io_error() const;
+  delivery deliver() const { return deliver_; }
+  std::uint32_t service_threads() const { return static_cast<std::uint32_t>(workers_.size()); }
+  const detail::queue_pairs& queues() const { return queues_; }
+
+ private:
+  class worker;
+  friend class worker;
+
+  struct counters {
+    std::atomic<std::uint64_t> commands{0};
+    std::atomic<std::uint64_t> errors{0};
+    std::atomic<std::uint64_t> bytes{0};
+    std::atomic<std::uint64_t> doorbells{0};
+  };
+
+  // Records the first failure outside any one command; check() raises it.
+  void record_failure(const std::string& message) noexcept;
+  void record_io_error(const std::string& message) noexcept;
+  void stop_threads() noexcept;
+
+  delivery deliver_;
+  detail::queue_pairs queues_;
+  counters counters_;
+  std::atomic<bool> stop_{false};
+  mutable std::mutex failure_mutex_;
+  std::string failure_;
+  std::string last_io_error_;
+  std::atomic<bool> failed_{false};
+  bool registered_buffers_ = true;
+  // Declared last: threads stop and join before anything they use goes away.
+  std::vector<std::unique_ptr<worker>> workers_;
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace warpstore

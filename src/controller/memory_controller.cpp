@@ -1,0 +1,61 @@
+#include "controller/memory_controller.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+namespace warpstore {
+
+memory_controller::memory_controller(std::shared_ptr<backing_file> file, unsigned loader_threads)
+    : controller(std::move(file)), capacity_blocks_(file_->capacity_blocks()) {
+  const std::uint64_t size = file_->size_bytes();
+  // Zero-padded to whole blocks: a partial last block reads as zeros past EOF.
+  data_ = runtime::make_host_mapped<std::byte>(std::max<std::uint64_t>(capacity_blocks_, 1) *
+                                               nvme::block_size);
+  const unsigned n = std::max(1u, loader_threads);
+  const std::uint64_t chunk = ((size / n) + (1u << 20)) & ~std::uint64_t{(1u << 20) - 1};
+  std::vector<std::thread> threads;
+  std::vector<std::string> failures(n);
+  // Plain buffered reads: an O_DIRECT descriptor needs aligned lengths at EOF.
+  const int fd = ::open(file_->path().c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
+    throw std::system_error(errno, std::generic_category(), "open " + file_->path());
+  for (unsigned t = 0; t < n; ++t) {
+    threads.emplace_back([&, t] {
+      std::uint64_t off = std::min<std::uint64_t>(size, t * chunk);
+      const std::uint64_t end = std::min<std::uint64_t>(size, off + chunk);
+      while (off < end) {
+        const ssize_t r = ::pread(fd, data_.get() + off,
+                                  std::min<std::uint64_t>(end - off, 1u << 26),
+                                  static_cast<off_t>(off));
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+          failures[t] = "reading " + file_->path() + " at byte " + std::to_string(off) + ": " +
+                        (r == 0 ? std::string("unexpected end of file") : std::strerror(errno));
+          return;
+        }
+        off += static_cast<std::uint64_t>(r);
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  ::close(fd);
+  for (const std::string& f : failures)
+    if (!f.empty()) throw runtime_error("memory controller: " + f);
+}
+
+io_ref memory_controller::device_ref() const {
+  io_ref r{};
+  r.kind = io_kind::memory;
+  r.memory = memory_source_ref{data_.get(), capacity_blocks_};
+  return r;
+}
+
+}  // namespace warpstore

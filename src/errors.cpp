@@ -1,0 +1,68 @@
+#include <cstdio>
+#include <string>
+
+#include "warpstore/error.h"
+
+namespace warpstore {
+
+std::string describe(nvme::status st) {
+  const char* what = "unknown";
+  const std::uint8_t c = st.code();
+  switch (st.type()) {
+    case nvme::status_type::generic:
+      what = c == nvme::sc::success            ? "success"
+             : c == nvme::sc::invalid_opcode   ? "invalid opcode"
+             : c == nvme::sc::invalid_field    ? "invalid field"
+             : c == nvme::sc::data_transfer_error ? "data transfer error"
+             : c == nvme::sc::internal_error   ? "internal error"
+             : c == nvme::sc::abort_requested  ? "abort requested"
+             : c == 0x0B                       ? "invalid namespace"
+             : c == nvme::sc::lba_out_of_range ? "LBA out of range"
+                                               : "generic error";
+      break;
+    case nvme::status_type::media:
+      what = c == nvme::sc::unrecovered_read ? "unrecovered read error"
+             : c == nvme::sc::write_fault    ? "write fault"
+                                             : "media error";
+      break;
+    case nvme::status_type::vendor:
+      what = c == nvme::sc::deadline_exceeded    ? "deadline exceeded"
+             : c == nvme::sc::index_out_of_range ? "index out of range"
+             : c == nvme::sc::no_victim          ? "no cache line free"
+                                                 : "vendor error";
+      break;
+    default:
+      break;
+  }
+  char buf[96];
+  std::snprintf(buf, sizeof buf, "%s (sct 0x%x, sc 0x%02x)", what,
+                static_cast<unsigned>(st.type()), static_cast<unsigned>(c));
+  return buf;
+}
+
+namespace {
+std::string message(const error_record& r, const std::string& where) {
+  std::string m = where + ": ";
+  switch (r.kind) {
+    case error_kind::index_out_of_range:
+      m += "index " + std::to_string(r.index) + " out of range";
+      break;
+    case error_kind::deadline:
+      m += "deadline exceeded reading element " + std::to_string(r.index) +
+           (r.lba ? " at LBA " + std::to_string(r.lba) : std::string());
+      break;
+    default:
+      m += "I/O error reading element " + std::to_string(r.index) + " at LBA " +
+           std::to_string(r.lba) + " (byte " + std::to_string(r.lba * nvme::block_size) +
+           "): " + describe(nvme::status{r.status});
+      break;
+  }
+  if (r.count > 1) m += " (and " + std::to_string(r.count - 1) + " more errors)";
+  return m;
+}
+}  // namespace
+
+io_error::io_error(const error_record& rec, const std::string& where)
+    : std::runtime_error(message(rec, where)), record_(rec) {}
+
+}  // namespace warpstore

@@ -1,0 +1,52 @@
+// CPU target of the runtime: "device" and "mapped" memory are ordinary host
+// memory, copies are memcpy.
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "warpstore/runtime.h"
+
+namespace warpstore::runtime {
+
+namespace {
+void* aligned_zeroed(std::size_t bytes) {
+  const std::size_t rounded = (bytes + 4095) / 4096 * 4096;
+  void* p = std::aligned_alloc(4096, rounded == 0 ? 4096 : rounded);
+  if (p == nullptr) throw std::bad_alloc();
+  std::memset(p, 0, rounded == 0 ? 4096 : rounded);
+  return p;
+}
+}  // namespace
+
+bool gpu_build() { return false; }
+std::string device_name() { return "CPU"; }
+unsigned processor_count() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+std::size_t free_device_memory() {
+  // What the CPU target may use for cache lines: physical memory is the limit.
+  return std::size_t{1} << 40;
+}
+
+void* alloc_device(std::size_t bytes) { return aligned_zeroed(bytes); }
+void free_device(void* p) noexcept { std::free(p); }
+void* alloc_host_mapped(std::size_t bytes) { return aligned_zeroed(bytes); }
+void free_host_mapped(void* p) noexcept { std::free(p); }
+
+void memset_device(void* dst, int value, std::size_t bytes) { std::memset(dst, value, bytes); }
+void copy_to_device(void* dst, const void* src, std::size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+void copy_to_host(void* dst, const void* src, std::size_t bytes) { std::memcpy(dst, src, bytes); }
+void synchronize() {}
+
+copy_stream::copy_stream() = default;
+copy_stream::~copy_stream() = default;
+void copy_stream::enqueue_to_device(void* dst, const void* src, std::size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+void copy_stream::wait() {}
+
+}  // namespace warpstore::runtime

@@ -1,0 +1,89 @@
+// GPU build of the runtime: every CUDA call is checked and raises
+// warpstore::runtime_error naming the call and the error.
+#include <cuda_runtime.h>
+
+#include <cstring>
+#include <string>
+
+#include "warpstore/cuda_check.h"
+#include "warpstore/runtime.h"
+
+namespace warpstore::runtime {
+
+bool gpu_build() { return true; }
+
+std::string device_name() {
+  int dev = 0;
+  WARPSTORE_CUDA_TRY(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  WARPSTORE_CUDA_TRY(cudaGetDeviceProperties(&prop, dev));
+  return prop.name;
+}
+
+unsigned processor_count() {
+  int dev = 0, n = 0;
+  WARPSTORE_CUDA_TRY(cudaGetDevice(&dev));
+  WARPSTORE_CUDA_TRY(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return static_cast<unsigned>(n);
+}
+
+std::size_t free_device_memory() {
+  std::size_t free_bytes = 0, total = 0;
+  WARPSTORE_CUDA_TRY(cudaMemGetInfo(&free_bytes, &total));
+  return free_bytes;
+}
+
+void* alloc_device(std::size_t bytes) {
+  void* p = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&p, bytes == 0 ? 1 : bytes));
+  return p;
+}
+void free_device(void* p) noexcept { cudaFree(p); }
+
+void* alloc_host_mapped(std::size_t bytes) {
+  void* p = nullptr;
+  WARPSTORE_CUDA_TRY(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes,
+                                     cudaHostAllocMapped | cudaHostAllocPortable));
+  std::memset(p, 0, bytes);
+  // With unified addressing the device pointer of mapped memory is the host
+  // pointer; kernels rely on that.
+  void* dev = nullptr;
+  WARPSTORE_CUDA_TRY(cudaHostGetDevicePointer(&dev, p, 0));
+  if (dev != p) {
+    cudaFreeHost(p);
+    throw runtime_error("mapped host memory has a different device address: no UVA");
+  }
+  return p;
+}
+void free_host_mapped(void* p) noexcept { cudaFreeHost(p); }
+
+void memset_device(void* dst, int value, std::size_t bytes) {
+  WARPSTORE_CUDA_TRY(cudaMemset(dst, value, bytes));
+  WARPSTORE_CUDA_TRY(cudaDeviceSynchronize());
+}
+void copy_to_device(void* dst, const void* src, std::size_t bytes) {
+  WARPSTORE_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+void copy_to_host(void* dst, const void* src, std::size_t bytes) {
+  WARPSTORE_CUDA_TRY(cudaMemcpy(dst, src, bytes, cudaMemcpyDefault));
+}
+void synchronize() {
+  WARPSTORE_CUDA_TRY(cudaGetLastError());
+  WARPSTORE_CUDA_TRY(cudaDeviceSynchronize());
+}
+
+copy_stream::copy_stream() {
+  cudaStream_t s = nullptr;
+  WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  stream_ = s;
+}
+copy_stream::~copy_stream() { cudaStreamDestroy(static_cast<cudaStream_t>(stream_)); }
+void copy_stream::enqueue_to_device(void* dst, const void* src, std::size_t bytes) {
+  WARPSTORE_CUDA_TRY(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream_)));
+}
+void copy_stream::wait() {
+  WARPSTORE_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
+}
+
+}  // namespace warpstore::runtime

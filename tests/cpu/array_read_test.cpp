@@ -1,0 +1,199 @@
+// The whole read path on the CPU target: std::thread lanes index arrays whose
+// cache is far smaller than the file, served by the real host controller
+// (io_uring) and by the memory controller.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <vector>
+
+#include "test_files.h"
+#include "warpstore/array.cuh"
+
+using namespace warpstore;
+
+namespace {
+
+options small_options(controller_kind kind, std::uint32_t line_size = 4096) {
+  options o;
+  o.controller = kind;
+  o.cache_bytes = 256 << 10;  // 1/32 of the 8 MiB file
+  o.line_size = line_size;
+  o.ways = 4;
+  o.service_threads = 2;
+  o.queue_pairs = 2;
+  o.queue_depth = 8;
+  o.timeout_ns = 20'000'000'000ull;
+  return o;
+}
+
+// Every lane reads `reads` random elements and checks each against the file.
+std::uint64_t random_reads(const array_ref<std::uint64_t>& ref, unsigned lanes, int reads) {
+  std::atomic<std::uint64_t> wrong{0};
+  test::run_lanes(lanes, [&](unsigned lane) {
+    test::lane_rng rng{lane * 7919u + 1};
+    for (int n = 0; n < reads; ++n) {
+      const std::uint64_t i = rng.next() % ref.size();
+      if (ref[i] != tools::pattern_word(i * 8)) wrong.fetch_add(1);
+    }
+  });
+  return wrong.load();
+}
+
+class ArrayRead : public ::testing::TestWithParam<controller_kind> {
+ protected:
+  test::pattern_file file_{8 << 20};
+};
+
+}  // namespace
+
+TEST_P(ArrayRead, ManyLanesFewQueuesSmallCache) {
+  array<std::uint64_t> a(file_.path(), 0, small_options(GetParam()));
+  ASSERT_EQ(a.size(), file_.bytes() / 8);
+  EXPECT_EQ(random_reads(a.ref(), 16, 4000), 0u);
+  a.check();
+  const cache_stats s = a.stats();
+  EXPECT_EQ(s.hits + s.misses, 16u * 4000u);  // one lookup per read on the CPU target
+  EXPECT_GT(s.evictions, 0u);
+  EXPECT_EQ(s.errors, 0u);
+}
+
+TEST_P(ArrayRead, ScanVerifiesEveryByte) {
+  array<std::uint64_t> a(file_.path(), 0, small_options(GetParam()));
+  const array_ref<std::uint64_t> ref = a.ref();
+  std::atomic<std::uint64_t> wrong{0};
+  const unsigned lanes = 4;
+  test::run_lanes(lanes, [&](unsigned lane) {
+    const std::uint64_t per = ref.size() / lanes;
+    for (std::uint64_t i = lane * per; i < (lane + 1) * per; ++i)
+      if (ref[i] != tools::pattern_word(i * 8)) wrong.fetch_add(1);
+  });
+  EXPECT_EQ(wrong.load(), 0u);
+  a.check();
+  // Every line was brought in at least once (a busy set may evict one early).
+  EXPECT_GE(a.stats().bytes_read, file_.bytes());
+}
+
+TEST_P(ArrayRead, OutOfRangeIndexIsReportedNotRead) {
+  array<std::uint64_t> a(file_.path(), 1000, small_options(GetParam()));
+  const array_ref<std::uint64_t> ref = a.ref();
+  EXPECT_EQ(ref[999], tools::pattern_word(999 * 8));
+  EXPECT_EQ(ref[1000], 0u);
+  EXPECT_EQ(ref[~0ull], 0u);
+  try {
+    a.check();
+    FAIL() << "no error raised";
+  } catch (const index_error& e) {
+    EXPECT_EQ(e.index(), 1000u);
+    EXPECT_EQ(e.count(), 2u);
+    EXPECT_NE(std::string(e.what()).find("index 1000 out of range"), std::string::npos);
+  }
+  EXPECT_NO_THROW(a.check());  // cleared once raised
+}
+
+TEST_P(ArrayRead, BoundsCheckCanBeTurnedOff) {
+  options o = small_options(GetParam());
+  o.bounds_check = false;
+  array<std::uint64_t> a(file_.path(), 1000, o);
+  // Past the array but inside the file: the opt-out reads what is there.
+  EXPECT_EQ(a.ref()[1100], tools::pattern_word(1100 * 8));
+  EXPECT_NO_THROW(a.check());
+}
+
+TEST_P(ArrayRead, ControllerErrorTravelsToTheHost) {
+  array<std::uint64_t> a(file_.path(), 0, small_options(GetParam()));
+  array_ref<std::uint64_t> ref = a.ref();
+  // Pretend the array extends 1 MiB past the end of the file: the controller
+  // must refuse the LBA range and the error must reach check().
+  ref.count += (1 << 20) / 8;
+  ref.end_block += (1 << 20) / 512;
+  const std::uint64_t past = file_.bytes() / 8 + 4096;
+  EXPECT_EQ(ref[past], 0u);
+  try {
+    a.check();
+    FAIL() << "no error raised";
+  } catch (const io_error& e) {
+    EXPECT_EQ(e.kind(), error_kind::io);
+    EXPECT_EQ(e.index(), past);
+    EXPECT_EQ(e.lba(), past * 8 / 4096 * 8);
+    EXPECT_EQ(e.status().code(), nvme::sc::lba_out_of_range);
+  }
+  // Nothing stays pinned or busy after the failure, and good reads still work.
+  EXPECT_EQ(random_reads(a.ref(), 4, 500), 0u);
+  a.check();
+}
+
+TEST_P(ArrayRead, PinnedLineServesManyReads) {
+  array<std::uint64_t> a(file_.path(), 0, small_options(GetParam()));
+  const array_ref<std::uint64_t> ref = a.ref();
+  pinned_line<std::uint64_t> p = ref.pin(5000);
+  ASSERT_TRUE(p.valid());
+  EXPECT_TRUE(p.contains(5000));
+  EXPECT_EQ(p.count, 512u);
+  EXPECT_EQ(p.first, 5000u / 512 * 512);
+  for (std::uint64_t i = p.first; i < p.first + p.count; ++i)
+    ASSERT_EQ(p[i], tools::pattern_word(i * 8));
+  EXPECT_FALSE(p.contains(p.first + p.count));
+  p.release();
+  const cache_ref& c = ref.cache;
+  for (std::uint32_t s = 0; s < c.num_lines; ++s) EXPECT_EQ(c.states[s] & line_state::pins, 0u);
+}
+
+TEST_P(ArrayRead, ReadSpanCrossesLines) {
+  array<std::uint64_t> a(file_.path(), 0, small_options(GetParam(), 512));
+  std::vector<std::uint64_t> out(3000);
+  ASSERT_TRUE(a.ref().read_span(12345, out.size(), out.data()));
+  for (std::size_t k = 0; k < out.size(); ++k)
+    ASSERT_EQ(out[k], tools::pattern_word((12345 + k) * 8)) << k;
+  EXPECT_FALSE(a.ref().read_span(a.size() - 10, 11, out.data()));
+  EXPECT_THROW(a.check(), index_error);
+}
+
+TEST_P(ArrayRead, ArraysShareOneCacheAndController) {
+  const options o = small_options(GetParam());
+  auto c = std::make_shared<cache>(o);
+  auto ctl = make_controller(file_.path(), o);
+  array<std::uint64_t> low(c, ctl, 1 << 19, 0, o);
+  array<std::uint32_t> high(c, ctl, 1 << 20, 4 << 20, o);
+  std::atomic<std::uint64_t> wrong{0};
+  test::run_lanes(8, [&](unsigned lane) {
+    test::lane_rng rng{lane + 100};
+    for (int n = 0; n < 3000; ++n) {
+      const std::uint64_t i = rng.next() % low.size();
+      if (low.ref()[i] != tools::pattern_word(i * 8)) wrong.fetch_add(1);
+      const std::uint64_t j = rng.next() % high.size();
+      const std::uint64_t off = (4 << 20) + j * 4;
+      const auto expect = static_cast<std::uint32_t>(tools::pattern_word(off & ~7ull) >> (8 * (off & 7)));
+      if (high.ref()[j] != expect) wrong.fetch_add(1);
+    }
+  });
+  EXPECT_EQ(wrong.load(), 0u);
+  low.check();
+  high.check();
+}
+
+INSTANTIATE_TEST_SUITE_P(Controllers, ArrayRead,
+                         ::testing::Values(controller_kind::host, controller_kind::memory),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(ArrayReadLineSizes, SmallestAndLargestLines) {
+  test::pattern_file file(4 << 20);
+  for (std::uint32_t ls : {512u, 65536u}) {
+    options o = small_options(controller_kind::host, ls);
+    o.cache_bytes = std::size_t{ls} * 4 * 8;
+    array<std::uint64_t> a(file.path(), 0, o);
+    EXPECT_EQ(random_reads(a.ref(), 8, 2000), 0u) << ls;
+    a.check();
+  }
+}
+
+TEST(ArrayOpen, BadArgumentsAreRefused) {
+  test::pattern_file file(1 << 20);
+  const options o = small_options(controller_kind::host);
+  EXPECT_THROW(array<std::uint64_t>(file.path(), (1 << 20) / 8 + 1, o), std::invalid_argument);
+  EXPECT_THROW(array<std::uint64_t>(file.path(), 0, o, 100), std::invalid_argument);
+  EXPECT_THROW(array<std::uint64_t>(file.path(), 0, o, 2 << 20), std::invalid_argument);
+  EXPECT_THROW(array<std::uint64_t>("/nonexistent/warpstore", 0, o), std::exception);
+  options bad = o;
+  bad.queue_depth = 12;
+  EXPECT_THROW(array<std::uint64_t>(file.path(), 0, bad), std::invalid_argument);
+}

@@ -1,0 +1,500 @@
+// The host controller against the real queue protocol: std::thread lanes act
+// as the GPU (on the CPU target a warp is one thread, so masks are 1u) and
+// use queue_pair_ref exactly as device code does.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include "controller/host_controller.h"
+#include "tools/pattern.cuh"
+#include "warpstore/controller.h"
+#include "warpstore/io.cuh"
+#include "warpstore/nvme.h"
+
+namespace warpstore {
+namespace {
+
+constexpr std::uint32_t block = nvme::block_size;
+
+// A temporary file whose bytes follow tools::pattern_word.
+class pattern_file {
+ public:
+  explicit pattern_file(std::uint64_t size, std::filesystem::path dir = {}) : size_(size) {
+    if (dir.empty()) dir = std::filesystem::temp_directory_path();
+    std::string templ = (dir / "warpstore-hostctl-XXXXXX").string();
+    const int fd = ::mkstemp(templ.data());
+    if (fd < 0) throw std::system_error(errno, std::generic_category(), "mkstemp " + templ);
+    path_ = templ;
+    std::vector<std::uint64_t> words(1 << 16);
+    std::uint64_t offset = 0;
+    while (offset < size) {
+      const std::uint64_t chunk = std::min<std::uint64_t>(words.size() * 8, size - offset);
+      for (std::uint64_t w = 0; w < (chunk + 7) / 8; ++w) {
+        const std::uint64_t v = tools::pattern_word(offset + w * 8);
+        // Little-endian on disk, whatever the host.
+        unsigned char le[8];
+        for (int b = 0; b < 8; ++b) le[b] = static_cast<unsigned char>(v >> (8 * b));
+        std::memcpy(&words[w], le, 8);
+      }
+      if (::pwrite(fd, words.data(), chunk, static_cast<off_t>(offset)) !=
+          static_cast<ssize_t>(chunk))
+        throw std::system_error(errno, std::generic_category(), "pwrite " + path_);
+      offset += chunk;
+    }
+    ::fsync(fd);
+    ::close(fd);
+  }
+  ~pattern_file() { std::filesystem::remove(path_); }
+  pattern_file(const pattern_file&) = delete;
+  pattern_file& operator=(const pattern_file&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::uint64_t size() const { return size_; }
+
+ private:
+  std::string path_;
+  std::uint64_t size_;
+};
+
+// First byte of `got` (bytes at file offset `offset`) that differs from the
+// file's content, zeros past its end; -1 when all match.
+long long first_mismatch(const std::byte* got, std::uint64_t offset, std::uint32_t bytes,
+                         std::uint64_t file_size) {
+  for (std::uint32_t i = 0; i < bytes; ++i) {
+    const std::uint64_t o = offset + i;
+    const std::uint8_t want = o < file_size ? tools::pattern_byte(o) : 0;
+    if (static_cast<std::uint8_t>(got[i]) != want) return i;
+  }
+  return -1;
+}
+
+bool timed_out(nvme::status st) {
+  return st.type() == nvme::status_type::vendor && st.code() == nvme::sc::deadline_exceeded;
+}
+
+// One lane executing one command through the queue protocol, as device code
+// does: ticket, submit, wait, copy from staging, release.
+nvme::status execute(const queue_pair_ref& qp, const nvme::command& cmd, std::byte* dst) {
+  const std::uint64_t t = qp.take_tickets(1u, true);
+  nvme::status st = qp.submit(t, cmd, dst);
+  if (!st.success()) return st;
+  st = qp.wait(t);
+  if (timed_out(st)) return st;  // the slot stays held: the controller may still write it
+  if (st.success() && qp.staging != nullptr && cmd.opc == static_cast<std::uint8_t>(nvme::opcode::read))
+    std::memcpy(dst, qp.staging_of(t), std::size_t{cmd.nlb()} * block);
+  qp.release(t);
+  return st;
+}
+
+nvme::status read_blocks(const queue_pair_ref& qp, std::uint64_t slba, std::uint32_t blocks,
+                         std::byte* dst) {
+  return execute(qp, nvme::make_rw(nvme::opcode::read, 0, 0, slba, blocks, 0), dst);
+}
+
+std::string describe(nvme::status st) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "status sct=%u sc=0x%02x", static_cast<unsigned>(st.type()),
+                st.code());
+  return buf;
+}
+
+options test_options(delivery d, std::uint32_t queues = 4, std::uint32_t depth = 8,
+                      std::uint32_t threads = 2) {
+  options o;
+  o.queue_pairs = queues;
+  o.queue_depth = depth;
+  o.service_threads = threads;
+  o.deliver = d;
+  o.direct = direct_io::off;
+  o.uring_depth = 64;
+  // A protocol bug shows as deadline_exceeded within seconds, not a hang.
+  o.timeout_ns = 5'000'000'000ull;
+  return o;
+}
+
+std::unique_ptr<host_controller> make(const pattern_file& f, const options& o,
+                                      std::uint32_t slot_bytes = 4096) {
+  return std::make_unique<host_controller>(std::make_shared<backing_file>(f.path(), o.direct), o,
+                                           slot_bytes);
+}
+
+// Many lanes reading random ranges, every byte verified.
+void random_reads(host_controller& ctl, std::uint64_t file_size, unsigned lanes,
+                  unsigned reads_per_lane, std::uint32_t max_blocks, std::uint32_t alignment_blocks) {
+  const io_ref io = ctl.device_ref();
+  const std::uint64_t capacity = (file_size + block - 1) / block;
+  std::atomic<std::uint64_t> failures{0}, bytes{0};
+  std::vector<std::string> first_error(lanes);
+  std::vector<std::thread> threads;
+  for (unsigned lane = 0; lane < lanes; ++lane) {
+    threads.emplace_back([&, lane] {
+      std::mt19937_64 rng(1234 + lane);
+      std::vector<std::byte> dst(std::size_t{max_blocks} * block);
+      const queue_pair_ref& qp = io.queues.pick(lane);
+      for (unsigned i = 0; i < reads_per_lane; ++i) {
+        const std::uint32_t blocks =
+            alignment_blocks *
+            static_cast<std::uint32_t>(1 + rng() % (max_blocks / alignment_blocks));
+        const std::uint64_t slba =
+            (rng() % ((capacity - blocks) / alignment_blocks + 1)) * alignment_blocks;
+        std::fill(dst.begin(), dst.end(), std::byte{0xEE});
+        const nvme::status st = read_blocks(qp, slba, blocks, dst.data());
+        const long long bad =
+            st.success() ? first_mismatch(dst.data(), slba * block, blocks * block, file_size) : -2;
+        if (bad != -1) {
+          if (failures.fetch_add(1) == 0 || first_error[lane].empty())
+            first_error[lane] = "lane " + std::to_string(lane) + " read " + std::to_string(i) +
+                                " slba " + std::to_string(slba) + " blocks " +
+                                std::to_string(blocks) + ": " +
+                                (bad == -2 ? describe(st)
+                                           : "byte " + std::to_string(bad) + " differs");
+          if (!st.success()) return;  // a failed ticket may wedge the queue: stop this lane
+        } else {
+          bytes += blocks * block;
+        }
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : first_error)
+    if (!e.empty()) ADD_FAILURE() << e;
+  EXPECT_EQ(failures.load(), 0u);
+  EXPECT_EQ(bytes.load(), ctl.stats().bytes);
+  EXPECT_NO_THROW(ctl.check());
+}
+
+// ---------------------------------------------------------------------------
+// backing_file
+
+TEST(BackingFile, OpensAndSizes) {
+  pattern_file f(3 * block + 100);
+  backing_file bf(f.path(), direct_io::off);
+  EXPECT_GE(bf.fd(), 0);
+  EXPECT_FALSE(bf.direct());
+  EXPECT_EQ(bf.size_bytes(), 3u * block + 100);
+  EXPECT_EQ(bf.capacity_blocks(), 4u);  // the partial last block counts
+  EXPECT_EQ(bf.path(), f.path());
+  EXPECT_EQ(::fcntl(bf.fd(), F_GETFD) & FD_CLOEXEC, FD_CLOEXEC);
+}
+
+TEST(BackingFile, MissingFileNamesPathAndErrno) {
+  const std::string path = "/nonexistent-dir-warpstore/none.bin";
+  try {
+    backing_file bf(path, direct_io::off);
+    FAIL() << "opened a missing file";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), ENOENT);
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+  }
+}
+
+TEST(BackingFile, DirectoryIsRejected) {
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  for (direct_io mode : {direct_io::off, direct_io::automatic}) {
+    try {
+      backing_file bf(dir, mode);
+      FAIL() << "opened a directory";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find("directory"), std::string::npos) << e.what();
+    } catch (const std::system_error& e) {
+      // Some filesystems refuse O_DIRECT on a directory with another errno.
+      EXPECT_NE(std::string(e.what()).find(dir), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(BackingFile, PermissionDeniedNamesPath) {
+  if (::geteuid() == 0) GTEST_SKIP() << "root reads any file";
+  pattern_file f(block);
+  ASSERT_EQ(::chmod(f.path().c_str(), 0), 0);
+  try {
+    backing_file bf(f.path(), direct_io::off);
+    FAIL() << "opened an unreadable file";
+  } catch (const std::system_error& e) {
+    EXPECT_EQ(e.code().value(), EACCES);
+    EXPECT_NE(std::string(e.what()).find(f.path()), std::string::npos) << e.what();
+  }
+}
+
+TEST(BackingFile, AutomaticDirectOpens) {
+  pattern_file f(64 * 1024);
+  backing_file bf(f.path(), direct_io::automatic);
+  EXPECT_EQ(bf.size_bytes(), 64u * 1024);
+  if (bf.direct()) {
+    const std::uint32_t a = bf.direct_alignment();
+    EXPECT_TRUE(a >= 512 && (a & (a - 1)) == 0) << a;
+  }
+}
+
+// ---------------------------------------------------------------------------
+// host controller, both deliveries
+
+class HostController : public ::testing::TestWithParam<delivery> {};
+
+INSTANTIATE_TEST_SUITE_P(Deliveries, HostController,
+                         ::testing::Values(delivery::gpu_pull, delivery::copy_engine),
+                         [](const auto& info) {
+                           return std::string(info.param == delivery::gpu_pull ? "gpu_pull"
+                                                                               : "copy_engine");
+                         });
+
+TEST_P(HostController, SingleRead) {
+  pattern_file f(1 << 20);
+  auto ctl = make(f, test_options(GetParam()));
+  EXPECT_STREQ(ctl->name(), "host");
+  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  EXPECT_EQ(qp.staging != nullptr, GetParam() == delivery::gpu_pull);
+  std::vector<std::byte> dst(4096);
+  const nvme::status st = read_blocks(qp, 17, 8, dst.data());
+  ASSERT_TRUE(st.success()) << describe(st);
+  EXPECT_EQ(first_mismatch(dst.data(), 17 * block, 4096, f.size()), -1);
+  const controller_stats s = ctl->stats();
+  EXPECT_EQ(s.commands, 1u);
+  EXPECT_EQ(s.errors, 0u);
+  EXPECT_EQ(s.bytes, 4096u);
+  EXPECT_GE(s.doorbells, 1u);
+  EXPECT_NO_THROW(ctl->check());
+  std::printf("[          ] registered buffers: %s\n", ctl->registered_buffers() ? "yes" : "no");
+}
+
+TEST_P(HostController, ManyThreadsRandomReadsAllVerified) {
+  pattern_file f(4 << 20);
+  auto ctl = make(f, test_options(GetParam(), 4, 8, 2));
+  constexpr unsigned lanes = 16, reads = 2000;
+  random_reads(*ctl, f.size(), lanes, reads, 8, 1);
+  const controller_stats s = ctl->stats();
+  EXPECT_EQ(s.commands, std::uint64_t{lanes} * reads);
+  EXPECT_EQ(s.errors, 0u);
+  EXPECT_GT(s.doorbells, 0u);
+  EXPECT_LE(s.doorbells, s.commands);
+}
+
+TEST_P(HostController, LbaOutOfRangeThenKeepsServing) {
+  pattern_file f(64 * block);
+  auto ctl = make(f, test_options(GetParam(), 1, 4, 1));
+  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  std::vector<std::byte> dst(4096);
+  struct {
+    std::uint64_t slba;
+    std::uint32_t blocks;
+  } const bad[] = {{64, 1}, {60, 8}, {~std::uint64_t{0} - 2, 8}, {1ull << 40, 1}};
+  for (const auto& b : bad) {
+    const nvme::status st = read_blocks(qp, b.slba, b.blocks, dst.data());
+    EXPECT_EQ(st.type(), nvme::status_type::generic) << b.slba;
+    EXPECT_EQ(st.code(), nvme::sc::lba_out_of_range) << b.slba << " " << describe(st);
+  }
+  // The last valid range still works, and the queue keeps going.
+  for (int i = 0; i < 20; ++i) {
+    const nvme::status st = read_blocks(qp, 56, 8, dst.data());
+    ASSERT_TRUE(st.success()) << describe(st);
+    EXPECT_EQ(first_mismatch(dst.data(), 56 * block, 4096, f.size()), -1);
+  }
+  EXPECT_EQ(ctl->stats().errors, 4u);
+  EXPECT_EQ(ctl->stats().commands, 24u);
+  EXPECT_NO_THROW(ctl->check());
+}
+
+TEST_P(HostController, BadNamespace) {
+  pattern_file f(64 * block);
+  auto ctl = make(f, test_options(GetParam(), 1, 4, 1));
+  queue_pair_ref qp = ctl->device_ref().queues.pick(0);
+  qp.nsid = 2;  // submit() stamps the view's namespace into every command
+  std::vector<std::byte> dst(4096);
+  nvme::status st = read_blocks(qp, 0, 1, dst.data());
+  EXPECT_EQ(st.type(), nvme::status_type::generic);
+  EXPECT_EQ(st.code(), 0x0B) << describe(st);  // invalid namespace or format
+  qp.nsid = 1;
+  st = read_blocks(qp, 0, 1, dst.data());
+  EXPECT_TRUE(st.success()) << describe(st);
+}
+
+TEST_P(HostController, WriteIsInvalidOpcodeForNow) {
+  pattern_file f(64 * block);
+  auto ctl = make(f, test_options(GetParam(), 1, 4, 1));
+  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  std::vector<std::byte> src(4096, std::byte{1});
+  const nvme::status st =
+      execute(qp, nvme::make_rw(nvme::opcode::write, 0, 0, 0, 1, 0), src.data());
+  EXPECT_EQ(st.type(), nvme::status_type::generic);
+  EXPECT_EQ(st.code(), nvme::sc::invalid_opcode) << describe(st);
+  nvme::command vendor = nvme::make_flush(0, 0);
+  vendor.opc = 0x99;
+  EXPECT_EQ(execute(qp, vendor, nullptr).code(), nvme::sc::invalid_opcode);
+  // Nothing reached the file.
+  std::vector<std::byte> dst(4096);
+  ASSERT_TRUE(read_blocks(qp, 0, 1, dst.data()).success());
+  EXPECT_EQ(first_mismatch(dst.data(), 0, block, f.size()), -1);
+}
+
+TEST_P(HostController, FlushSucceeds) {
+  pattern_file f(64 * block);
+  auto ctl = make(f, test_options(GetParam(), 1, 4, 1));
+  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  for (int i = 0; i < 5; ++i) {
+    const nvme::status st = execute(qp, nvme::make_flush(0, 0), nullptr);
+    EXPECT_TRUE(st.success()) << describe(st);
+  }
+  EXPECT_EQ(ctl->stats().commands, 5u);
+  EXPECT_EQ(ctl->stats().bytes, 0u);
+}
+
+TEST_P(HostController, TransferLargerThanSlotIsInvalidField) {
+  pattern_file f(64 * block);
+  auto ctl = make(f, test_options(GetParam(), 1, 4, 1), 2048);
+  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  std::vector<std::byte> dst(8192);
+  nvme::status st = read_blocks(qp, 0, 5, dst.data());
+  EXPECT_EQ(st.code(), nvme::sc::invalid_field) << describe(st);
+  st = read_blocks(qp, 0, 4, dst.data());
+  ASSERT_TRUE(st.success()) << describe(st);
+  EXPECT_EQ(first_mismatch(dst.data(), 0, 2048, f.size()), -1);
+}
+
+TEST_P(HostController, PartialLastBlockIsZeroFilled) {
+  const std::uint64_t size = 9 * block + 100;  // 10 blocks, the last one 100 bytes
+  pattern_file f(size);
+  auto ctl = make(f, test_options(GetParam(), 1, 4, 1));
+  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  // Dirty the staging so a missing zero-fill shows.
+  if (qp.staging) std::memset(qp.staging, 0xAB, std::size_t{qp.depth} * qp.slot_bytes);
+  for (const std::uint32_t blocks : {1u, 2u, 4u, 8u}) {
+    const std::uint64_t slba = 10 - blocks;
+    std::vector<std::byte> dst(blocks * block, std::byte{0xCD});
+    const nvme::status st = read_blocks(qp, slba, blocks, dst.data());
+    ASSERT_TRUE(st.success()) << describe(st);
+    EXPECT_EQ(first_mismatch(dst.data(), slba * block, blocks * block, size), -1) << blocks;
+    EXPECT_EQ(dst.back(), std::byte{0});
+  }
+  EXPECT_EQ(read_blocks(qp, 10, 1, std::vector<std::byte>(block).data()).code(),
+            nvme::sc::lba_out_of_range);
+}
+
+TEST_P(HostController, DepthTwoManyThreadsNoDeadlock) {
+  pattern_file f(1 << 20);
+  auto ctl = make(f, test_options(GetParam(), 1, 2, 1));
+  random_reads(*ctl, f.size(), 12, 300, 8, 1);
+  EXPECT_EQ(ctl->stats().commands, 12u * 300);
+}
+
+TEST_P(HostController, MoreQueuesThanThreadsAndOneUringSlot) {
+  pattern_file f(1 << 20);
+  options o = test_options(GetParam(), 5, 4, 3);
+  o.uring_depth = 1;  // every read waits for the one io_uring slot
+  auto ctl = make(f, o);
+  EXPECT_EQ(ctl->service_threads(), 3u);
+  random_reads(*ctl, f.size(), 10, 300, 8, 1);
+}
+
+TEST_P(HostController, IoRefReadPath) {
+  pattern_file f(1 << 20);
+  auto ctl = make(f, test_options(GetParam(), 2, 8, 1));
+  const io_ref io = ctl->device_ref();
+  ASSERT_EQ(io.kind, io_kind::queues);
+  std::vector<std::thread> threads;
+  std::atomic<int> bad{0};
+  for (int lane = 0; lane < 4; ++lane)
+    threads.emplace_back([&, lane] {
+      std::vector<std::byte> dst(4096);
+      for (int i = 0; i < 200; ++i) {
+        const std::uint64_t slba = static_cast<std::uint64_t>((lane * 977 + i * 131) % 2040);
+        const nvme::status st = io.read(1u, true, read_request{slba, 8, dst.data()});
+        if (!st.success() || first_mismatch(dst.data(), slba * block, 4096, f.size()) != -1)
+          ++bad;
+      }
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(HostControllerPull, PrpOutsideOwnStagingSlotIsRejected) {
+  pattern_file f(64 * block);
+  auto ctl = make(f, test_options(delivery::gpu_pull, 1, 4, 1));
+  queue_pair_ref qp = ctl->device_ref().queues.pick(0);
+  queue_pair_ref shifted = qp;
+  shifted.staging = qp.staging + 512;  // PRP1 no longer the slot the cid names
+  std::vector<std::byte> dst(4096);
+  nvme::status st = read_blocks(shifted, 0, 1, dst.data());
+  EXPECT_EQ(st.code(), nvme::sc::invalid_field) << describe(st);
+  st = read_blocks(qp, 0, 1, dst.data());
+  EXPECT_TRUE(st.success()) << describe(st);
+}
+
+TEST(HostControllerLifecycle, StopsPromptlyAndValidates) {
+  pattern_file f(64 * block);
+  options o = test_options(delivery::gpu_pull, 8, 16, 4);
+  const auto t0 = std::chrono::steady_clock::now();
+  {
+    auto ctl = make(f, o);
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let threads go idle
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  auto file = std::make_shared<backing_file>(f.path(), direct_io::off);
+  o.service_threads = 0;
+  EXPECT_THROW(host_controller(file, o, 4096), std::invalid_argument);
+  o.service_threads = 1;
+  o.queue_depth = 12;
+  EXPECT_THROW(host_controller(file, o, 4096), std::invalid_argument);
+  o.queue_depth = 8;
+  EXPECT_THROW(host_controller(file, o, 1000), std::invalid_argument);
+  EXPECT_THROW(host_controller(nullptr, o, 4096), std::invalid_argument);
+}
+
+// O_DIRECT on the filesystem of the temp directory, if it supports it.
+TEST(HostControllerDirect, AlignedReadsAndUnalignedRejected) {
+  // Not a multiple of 4096, so the last line is partial under O_DIRECT too.
+  const std::uint64_t size = (2 << 20) + 1000;
+  pattern_file f(size);
+  std::shared_ptr<backing_file> file;
+  try {
+    file = std::make_shared<backing_file>(f.path(), direct_io::on);
+  } catch (const std::system_error& e) {
+    GTEST_SKIP() << "O_DIRECT unavailable here: " << e.what();
+  }
+  ASSERT_TRUE(file->direct());
+  const std::uint32_t align = file->direct_alignment();
+  std::printf("[          ] O_DIRECT alignment %u\n", align);
+  for (delivery d : {delivery::gpu_pull, delivery::copy_engine}) {
+    options o = test_options(d, 2, 8, 1);
+    o.direct = direct_io::on;
+    host_controller ctl(file, o, 4096);
+    const std::uint32_t align_blocks = std::max<std::uint32_t>(align / block, 1);
+    random_reads(ctl, size, 4, 300, 8, align_blocks);
+    const queue_pair_ref& qp = ctl.device_ref().queues.pick(0);
+    // The partial last line.
+    const std::uint64_t capacity = file->capacity_blocks();
+    const std::uint64_t last = (capacity - 1) / align_blocks * align_blocks;
+    std::vector<std::byte> dst(4096, std::byte{0xCD});
+    const std::uint32_t blocks = static_cast<std::uint32_t>(capacity - last);
+    nvme::status st = read_blocks(qp, last, blocks, dst.data());
+    ASSERT_TRUE(st.success()) << describe(st);
+    EXPECT_EQ(first_mismatch(dst.data(), last * block, blocks * block, size), -1);
+    if (align > block) {
+      // Unaligned offset, then unaligned length away from the end.
+      st = read_blocks(qp, 1, align_blocks, dst.data());
+      EXPECT_EQ(st.code(), nvme::sc::invalid_field) << describe(st);
+      st = read_blocks(qp, 0, 1, dst.data());
+      EXPECT_EQ(st.code(), nvme::sc::invalid_field) << describe(st);
+    }
+    EXPECT_NO_THROW(ctl.check());
+  }
+}
+
+}  // namespace
+}  // namespace warpstore

@@ -1,0 +1,63 @@
+// Test helpers: files whose content is tools::pattern_word of the offset, and
+// running a body on many std::thread lanes.
+#pragma once
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tools/pattern_file.h"
+
+namespace warpstore::test {
+
+class pattern_file {
+ public:
+  explicit pattern_file(std::uint64_t bytes, std::uint64_t seed = 0) : bytes_(bytes) {
+    const char* dir = std::getenv("TMPDIR");
+    path_ = std::string(dir ? dir : "/tmp") + "/warpstore-test-XXXXXX";
+    const int fd = ::mkstemp(path_.data());
+    if (fd < 0) throw std::runtime_error("mkstemp failed for " + path_);
+    ::close(fd);
+    tools::write_pattern_file(path_, bytes, seed, std::max(1u, std::thread::hardware_concurrency()),
+                              {}, false);
+  }
+  ~pattern_file() { ::unlink(path_.c_str()); }
+  pattern_file(const pattern_file&) = delete;
+  pattern_file& operator=(const pattern_file&) = delete;
+  const std::string& path() const { return path_; }
+  std::uint64_t bytes() const { return bytes_; }
+
+ private:
+  std::string path_;
+  std::uint64_t bytes_;
+};
+
+// Runs body(lane) on `lanes` threads and joins them.
+inline void run_lanes(unsigned lanes, const std::function<void(unsigned)>& body) {
+  std::vector<std::thread> threads;
+  threads.reserve(lanes);
+  for (unsigned l = 0; l < lanes; ++l) threads.emplace_back(body, l);
+  for (auto& t : threads) t.join();
+}
+
+// A small deterministic generator for test indices.
+struct lane_rng {
+  std::uint64_t s;
+  std::uint64_t next() {
+    s += 0x9E3779B97F4A7C15ull;
+    std::uint64_t z = s;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+  }
+};
+
+}  // namespace warpstore::test

@@ -1,0 +1,187 @@
+// The read path on the GPU: 1 M+ threads verify every byte they read through
+// a cache 1/16 of the data, for both controllers and several line sizes.
+#include <gtest/gtest.h>
+
+#include "test_files.h"
+#include "warpstore/array.cuh"
+#include "warpstore/cuda_check.h"
+
+using namespace warpstore;
+
+namespace {
+
+constexpr std::uint64_t file_bytes = 1ull << 30;
+
+__device__ std::uint64_t mix(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xFF51AFD7ED558CCDull;
+  x ^= x >> 33;
+  return x;
+}
+
+// Grid-stride scan: together the threads read every element once.
+__global__ void scan_kernel(array_ref<std::uint64_t> a, unsigned long long* wrong) {
+  const std::uint64_t stride = std::uint64_t{gridDim.x} * blockDim.x;
+  unsigned long long bad = 0;
+  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < a.size();
+       i += stride)
+    bad += a[i] != tools::pattern_word(i * 8);
+  if (bad) atomicAdd(wrong, bad);
+}
+
+// Every thread reads `per_thread` random elements.
+__global__ void random_kernel(array_ref<std::uint64_t> a, int per_thread, std::uint64_t seed,
+                              unsigned long long* wrong) {
+  const std::uint64_t t = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  unsigned long long bad = 0;
+  for (int k = 0; k < per_thread; ++k) {
+    const std::uint64_t i = mix(t * 131 + k + seed * 0x9E3779B97F4A7C15ull) % a.size();
+    bad += a[i] != tools::pattern_word(i * 8);
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+
+// Each warp copies a span with read_span and checks it; each lane also
+// re-reads its own line through a pinned accessor.
+__global__ void span_and_pin_kernel(array_ref<std::uint64_t> a, std::uint64_t* scratch,
+                                    unsigned long long* wrong) {
+  const std::uint64_t warp_id = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x % 32;
+  constexpr std::uint64_t span = 1000;
+  const std::uint64_t first = mix(warp_id) % (a.size() - span);
+  std::uint64_t* out = scratch + warp_id * span;
+  unsigned long long bad = a.read_span(first, span, out) ? 0 : 1;
+  __syncwarp();
+  for (std::uint64_t k = lane; k < span; k += 32) bad += out[k] != tools::pattern_word((first + k) * 8);
+  pinned_line<std::uint64_t> p = a.pin(first + lane * 37);
+  if (!p.valid()) ++bad;
+  else
+    for (std::uint64_t i = p.first; i < p.first + p.count; i += 7)
+      bad += p[i] != tools::pattern_word(i * 8);
+  p.release();
+  if (bad) atomicAdd(wrong, bad);
+}
+
+__global__ void out_of_range_kernel(array_ref<std::uint64_t> a, std::uint64_t* out) {
+  out[threadIdx.x] = a[a.size() + threadIdx.x];
+}
+
+struct gpu_counter {
+  unsigned long long* p = nullptr;
+  gpu_counter() {
+    WARPSTORE_CUDA_TRY(cudaMalloc(&p, sizeof *p));
+    WARPSTORE_CUDA_TRY(cudaMemset(p, 0, sizeof *p));
+  }
+  ~gpu_counter() { cudaFree(p); }
+  unsigned long long value() const {
+    unsigned long long v = 0;
+    WARPSTORE_CUDA_TRY(cudaMemcpy(&v, p, sizeof v, cudaMemcpyDeviceToHost));
+    return v;
+  }
+};
+
+options gpu_options(controller_kind kind, std::uint32_t line_size) {
+  options o;
+  o.controller = kind;
+  o.cache_bytes = file_bytes / 16;
+  o.line_size = line_size;
+  o.service_threads = 8;
+  o.queue_depth = 512;
+  o.timeout_ns = 60'000'000'000ull;
+  return o;
+}
+
+test::pattern_file& shared_file() {
+  static test::pattern_file f(file_bytes);
+  return f;
+}
+
+struct read_case {
+  controller_kind kind;
+  std::uint32_t line_size;
+};
+
+class GpuArrayRead : public ::testing::TestWithParam<read_case> {};
+
+}  // namespace
+
+TEST_P(GpuArrayRead, ScanEveryByteThroughSixteenthCache) {
+  array<std::uint64_t> a(shared_file().path(), 0, gpu_options(GetParam().kind, GetParam().line_size));
+  gpu_counter wrong;
+  scan_kernel<<<4096, 256>>>(a.ref(), wrong.p);  // 1 M threads
+  WARPSTORE_CHECK_LAUNCH();
+  runtime::synchronize();
+  a.check();
+  EXPECT_EQ(wrong.value(), 0u);
+  const cache_stats s = a.stats();
+  EXPECT_GE(s.bytes_read, file_bytes);
+  EXPECT_GT(s.evictions, 0u);
+  EXPECT_EQ(s.errors, 0u);
+}
+
+TEST_P(GpuArrayRead, RandomReadsThroughSixteenthCache) {
+  array<std::uint64_t> a(shared_file().path(), 0, gpu_options(GetParam().kind, GetParam().line_size));
+  gpu_counter wrong;
+  random_kernel<<<4096, 256>>>(a.ref(), 4, 1, wrong.p);
+  WARPSTORE_CHECK_LAUNCH();
+  runtime::synchronize();
+  a.check();
+  EXPECT_EQ(wrong.value(), 0u);
+  const cache_stats s = a.stats();
+  EXPECT_GT(s.misses, 0u);
+  EXPECT_GT(s.evictions, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    ControllersAndLines, GpuArrayRead,
+    ::testing::Values(read_case{controller_kind::host, 4096}, read_case{controller_kind::memory, 4096},
+                      read_case{controller_kind::host, 512}, read_case{controller_kind::memory, 512},
+                      read_case{controller_kind::memory, 65536}),
+    [](const auto& info) {
+      return std::string(to_string(info.param.kind)) + "_" + std::to_string(info.param.line_size);
+    });
+
+TEST(GpuArray, ReadSpanAndPinnedLines) {
+  for (controller_kind kind : {controller_kind::host, controller_kind::memory}) {
+    array<std::uint64_t> a(shared_file().path(), 0, gpu_options(kind, 4096));
+    gpu_counter wrong;
+    std::uint64_t* scratch = nullptr;
+    const unsigned warps = 1024 * 256 / 32;
+    WARPSTORE_CUDA_TRY(cudaMalloc(&scratch, sizeof(std::uint64_t) * 1000 * warps));
+    span_and_pin_kernel<<<1024, 256>>>(a.ref(), scratch, wrong.p);
+    WARPSTORE_CHECK_LAUNCH();
+    runtime::synchronize();
+    cudaFree(scratch);
+    a.check();
+    EXPECT_EQ(wrong.value(), 0u) << to_string(kind);
+  }
+}
+
+TEST(GpuArray, OutOfRangeRaisesIndexError) {
+  array<std::uint64_t> a(shared_file().path(), 4096, gpu_options(controller_kind::memory, 4096));
+  std::uint64_t* out = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&out, 64 * sizeof *out));
+  out_of_range_kernel<<<1, 64>>>(a.ref(), out);
+  WARPSTORE_CHECK_LAUNCH();
+  runtime::synchronize();
+  cudaFree(out);
+  try {
+    a.check();
+    FAIL() << "no error raised";
+  } catch (const index_error& e) {
+    EXPECT_GE(e.index(), 4096u);
+    EXPECT_EQ(e.count(), 64u);
+  }
+}
+
+TEST(GpuArray, ControllerErrorRaisesIoError) {
+  array<std::uint64_t> a(shared_file().path(), 0, gpu_options(controller_kind::host, 4096));
+  array_ref<std::uint64_t> ref = a.ref();
+  ref.count += 1 << 20;
+  ref.end_block += (8 << 20) / 512;
+  gpu_counter wrong;
+  random_kernel<<<64, 256>>>(ref, 4, 7, wrong.p);
+  WARPSTORE_CHECK_LAUNCH();
+  runtime::synchronize();
+  EXPECT_THROW(a.check(), io_error);
+}

@@ -1,0 +1,115 @@
+// Raw queue I/O from the GPU, no cache: many threads share few queue pairs,
+// every byte delivered is checked, and a queue nobody serves times out.
+#include <gtest/gtest.h>
+
+#include "test_files.h"
+#include "warpstore/controller.h"
+#include "warpstore/cuda_check.h"
+#include "warpstore/detail/queue_pairs.h"
+
+using namespace warpstore;
+
+namespace {
+
+// Each thread reads `per_thread` random requests of `blocks` blocks into its
+// own buffer and checks every word.
+__global__ void read_kernel(io_ref io, std::uint64_t capacity_blocks, std::uint32_t blocks,
+                            int per_thread, std::byte* buffers, unsigned long long* wrong,
+                            unsigned long long* failed) {
+  const std::uint64_t t = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  std::byte* dst = buffers + t * blocks * nvme::block_size;
+  unsigned long long bad = 0, fail = 0;
+  for (int k = 0; k < per_thread; ++k) {
+    const std::uint64_t slba =
+        (tools::pattern_word(t * 64 + k, 99) % (capacity_blocks / blocks)) * blocks;
+    const nvme::status st = io.read(__activemask(), true, read_request{slba, blocks, dst});
+    if (!st.success()) {
+      ++fail;
+      continue;
+    }
+    const auto* words = reinterpret_cast<const std::uint64_t*>(dst);
+    for (std::uint32_t w = 0; w < blocks * nvme::block_size / 8; ++w)
+      bad += words[w] != tools::pattern_word(slba * nvme::block_size + 8 * w);
+  }
+  if (bad) atomicAdd(wrong, bad);
+  if (fail) atomicAdd(failed, fail);
+}
+
+__global__ void status_kernel(io_ref io, std::byte* dst, std::uint16_t* out) {
+  const nvme::status st = io.read(__activemask(), true, read_request{threadIdx.x, 1, dst + threadIdx.x * 512});
+  out[threadIdx.x] = st.raw;
+}
+
+struct read_case {
+  delivery deliver;
+  std::uint32_t request;
+  unsigned threads;
+};
+
+class GpuQueue : public ::testing::TestWithParam<read_case> {};
+
+}  // namespace
+
+TEST_P(GpuQueue, ManyThreadsFewQueuesEveryByteChecked) {
+  static test::pattern_file file(256 << 20);
+  options o;
+  o.controller = controller_kind::host;
+  o.deliver = GetParam().deliver;
+  o.line_size = 65536;  // largest transfer
+  o.queue_pairs = 8;
+  o.queue_depth = 256;
+  o.service_threads = 4;
+  o.timeout_ns = 60'000'000'000ull;
+  auto ctl = make_controller(file.path(), o);
+  const unsigned threads = GetParam().threads;
+  const std::uint32_t blocks = GetParam().request / nvme::block_size;
+  std::byte* buffers = nullptr;
+  unsigned long long* counters = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&buffers, std::size_t{threads} * GetParam().request));
+  WARPSTORE_CUDA_TRY(cudaMalloc(&counters, 2 * sizeof *counters));
+  WARPSTORE_CUDA_TRY(cudaMemset(counters, 0, 2 * sizeof *counters));
+  read_kernel<<<threads / 256, 256>>>(ctl->device_ref(), ctl->file().capacity_blocks(), blocks, 2,
+                                      buffers, counters, counters + 1);
+  WARPSTORE_CHECK_LAUNCH();
+  runtime::synchronize();
+  unsigned long long host[2];
+  WARPSTORE_CUDA_TRY(cudaMemcpy(host, counters, sizeof host, cudaMemcpyDeviceToHost));
+  cudaFree(buffers);
+  cudaFree(counters);
+  ctl->check();
+  EXPECT_EQ(host[1], 0u) << "failed commands";
+  EXPECT_EQ(host[0], 0u) << "wrong words";
+  EXPECT_EQ(ctl->stats().commands, 2ull * threads);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Deliveries, GpuQueue,
+    ::testing::Values(read_case{delivery::gpu_pull, 512, 1 << 20}, read_case{delivery::gpu_pull, 4096, 1 << 17},
+                      read_case{delivery::copy_engine, 4096, 1 << 17},
+                      read_case{delivery::gpu_pull, 65536, 1 << 13}),
+    [](const auto& info) {
+      return std::string(to_string(info.param.deliver)) + "_" + std::to_string(info.param.request);
+    });
+
+TEST(GpuQueueDeadline, UnservedQueueTimesOutWithAStatus) {
+  detail::queue_pairs qp(1, 16, 4096, true, 200'000'000ull);  // nobody serves it
+  io_ref io{};
+  io.kind = io_kind::queues;
+  io.queues = qp.device_ref();
+  std::byte* dst = nullptr;
+  std::uint16_t* out = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&dst, 64 * 512));
+  WARPSTORE_CUDA_TRY(cudaMalloc(&out, 64 * sizeof *out));
+  status_kernel<<<1, 64>>>(io, dst, out);
+  WARPSTORE_CHECK_LAUNCH();
+  runtime::synchronize();
+  std::uint16_t host[64];
+  WARPSTORE_CUDA_TRY(cudaMemcpy(host, out, sizeof host, cudaMemcpyDeviceToHost));
+  cudaFree(dst);
+  cudaFree(out);
+  for (int i = 0; i < 64; ++i) {
+    const nvme::status st{host[i]};
+    EXPECT_EQ(st.type(), nvme::status_type::vendor) << i;
+    EXPECT_EQ(st.code(), nvme::sc::deadline_exceeded) << i;
+  }
+}
