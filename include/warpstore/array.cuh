@@ -49,7 +49,9 @@ class array_base {
     r.errors = errors_.get();
     r.count = count_;
     r.first_block = byte_offset_ >> nvme::block_shift;
-    r.end_block = (byte_offset_ + count_ * sizeof(T) + nvme::block_size - 1) >> nvme::block_shift;
+    // Lines stop at the end of the file, not of the array: the last line of an
+    // array is read whole where the file allows.
+    r.end_block = controller_->file().capacity_blocks();
     r.timeout_ns = timeout_ns_;
     r.source = source_;
     r.elems_per_line_log2 = elems_per_line_log2_;

@@ -14,6 +14,7 @@
 
 #include <liburing.h>
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -215,13 +216,28 @@ host_controller::worker::worker(host_controller& owner, std::uint32_t id,
     }
   }
 
-  const int ret = io_uring_queue_init(opts.uring_depth, &ring_, 0);
-  if (ret < 0)
+  int ret = io_uring_queue_init(opts.uring_depth, &ring_, 0);
+  // Rings count against RLIMIT_MEMLOCK, and the kernel releases a closed
+  // ring's share asynchronously: right after another controller went away a
+  // tight limit can be briefly exhausted. Retry for a bounded while.
+  for (int attempt = 0; ret == -ENOMEM && attempt < 20; ++attempt) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ret = io_uring_queue_init(opts.uring_depth, &ring_, 0);
+  }
+  if (ret < 0) {
+    std::string hint;
+    if (ret == -EPERM || ret == -ENOSYS)
+      hint = " (io_uring disabled by sysctl kernel.io_uring_disabled or a seccomp profile?)";
+    if (ret == -ENOMEM) {
+      rlimit lim{};
+      if (::getrlimit(RLIMIT_MEMLOCK, &lim) == 0 && lim.rlim_cur != RLIM_INFINITY)
+        hint = " (RLIMIT_MEMLOCK is " + std::to_string(lim.rlim_cur) +
+               " bytes; io_uring rings count against it: raise it with ulimit -l, or lower "
+               "uring_depth / service_threads)";
+    }
     throw runtime_error("host controller: io_uring_queue_init(" +
-                        std::to_string(opts.uring_depth) + ") failed: " + errno_text(-ret) +
-                        (ret == -EPERM || ret == -ENOSYS
-                             ? " (io_uring disabled by kernel.io_uring_disabled or seccomp?)"
-                             : ""));
+                        std::to_string(opts.uring_depth) + ") failed: " + errno_text(-ret) + hint);
+  }
   ring_ready_ = true;
   max_inflight_ = std::min(opts.uring_depth, ring_.sq.ring_entries);
   can_wait_timeout_ = (ring_.features & IORING_FEAT_EXT_ARG) != 0;

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "controller/host_controller.h"
+#include "test_files.h"
 #include "tools/pattern.cuh"
 #include "warpstore/controller.h"
 #include "warpstore/io.cuh"
@@ -33,45 +35,8 @@ namespace {
 
 constexpr std::uint32_t block = nvme::block_size;
 
-// A temporary file whose bytes follow tools::pattern_word.
-class pattern_file {
- public:
-  explicit pattern_file(std::uint64_t size, std::filesystem::path dir = {}) : size_(size) {
-    if (dir.empty()) dir = std::filesystem::temp_directory_path();
-    std::string templ = (dir / "warpstore-hostctl-XXXXXX").string();
-    const int fd = ::mkstemp(templ.data());
-    if (fd < 0) throw std::system_error(errno, std::generic_category(), "mkstemp " + templ);
-    path_ = templ;
-    std::vector<std::uint64_t> words(1 << 16);
-    std::uint64_t offset = 0;
-    while (offset < size) {
-      const std::uint64_t chunk = std::min<std::uint64_t>(words.size() * 8, size - offset);
-      for (std::uint64_t w = 0; w < (chunk + 7) / 8; ++w) {
-        const std::uint64_t v = tools::pattern_word(offset + w * 8);
-        // Little-endian on disk, whatever the host.
-        unsigned char le[8];
-        for (int b = 0; b < 8; ++b) le[b] = static_cast<unsigned char>(v >> (8 * b));
-        std::memcpy(&words[w], le, 8);
-      }
-      if (::pwrite(fd, words.data(), chunk, static_cast<off_t>(offset)) !=
-          static_cast<ssize_t>(chunk))
-        throw std::system_error(errno, std::generic_category(), "pwrite " + path_);
-      offset += chunk;
-    }
-    ::fsync(fd);
-    ::close(fd);
-  }
-  ~pattern_file() { std::filesystem::remove(path_); }
-  pattern_file(const pattern_file&) = delete;
-  pattern_file& operator=(const pattern_file&) = delete;
-
-  const std::string& path() const { return path_; }
-  std::uint64_t size() const { return size_; }
-
- private:
-  std::string path_;
-  std::uint64_t size_;
-};
+// Temporary files whose bytes follow tools::pattern_word (test_files.h).
+using test::pattern_file;
 
 // First byte of `got` (bytes at file offset `offset`) that differs from the
 // file's content, zeros past its end; -1 when all match.
@@ -264,7 +229,7 @@ TEST_P(HostController, SingleRead) {
   std::vector<std::byte> dst(4096);
   const nvme::status st = read_blocks(qp, 17, 8, dst.data());
   ASSERT_TRUE(st.success()) << describe(st);
-  EXPECT_EQ(first_mismatch(dst.data(), 17 * block, 4096, f.size()), -1);
+  EXPECT_EQ(first_mismatch(dst.data(), 17 * block, 4096, f.bytes()), -1);
   const controller_stats s = ctl->stats();
   EXPECT_EQ(s.commands, 1u);
   EXPECT_EQ(s.errors, 0u);
@@ -278,7 +243,7 @@ TEST_P(HostController, ManyThreadsRandomReadsAllVerified) {
   pattern_file f(4 << 20);
   auto ctl = make(f, test_options(GetParam(), 4, 8, 2));
   constexpr unsigned lanes = 16, reads = 2000;
-  random_reads(*ctl, f.size(), lanes, reads, 8, 1);
+  random_reads(*ctl, f.bytes(), lanes, reads, 8, 1);
   const controller_stats s = ctl->stats();
   EXPECT_EQ(s.commands, std::uint64_t{lanes} * reads);
   EXPECT_EQ(s.errors, 0u);
@@ -304,7 +269,7 @@ TEST_P(HostController, LbaOutOfRangeThenKeepsServing) {
   for (int i = 0; i < 20; ++i) {
     const nvme::status st = read_blocks(qp, 56, 8, dst.data());
     ASSERT_TRUE(st.success()) << describe(st);
-    EXPECT_EQ(first_mismatch(dst.data(), 56 * block, 4096, f.size()), -1);
+    EXPECT_EQ(first_mismatch(dst.data(), 56 * block, 4096, f.bytes()), -1);
   }
   EXPECT_EQ(ctl->stats().errors, 4u);
   EXPECT_EQ(ctl->stats().commands, 24u);
@@ -340,7 +305,7 @@ TEST_P(HostController, WriteIsInvalidOpcodeForNow) {
   // Nothing reached the file.
   std::vector<std::byte> dst(4096);
   ASSERT_TRUE(read_blocks(qp, 0, 1, dst.data()).success());
-  EXPECT_EQ(first_mismatch(dst.data(), 0, block, f.size()), -1);
+  EXPECT_EQ(first_mismatch(dst.data(), 0, block, f.bytes()), -1);
 }
 
 TEST_P(HostController, FlushSucceeds) {
@@ -364,7 +329,7 @@ TEST_P(HostController, TransferLargerThanSlotIsInvalidField) {
   EXPECT_EQ(st.code(), nvme::sc::invalid_field) << describe(st);
   st = read_blocks(qp, 0, 4, dst.data());
   ASSERT_TRUE(st.success()) << describe(st);
-  EXPECT_EQ(first_mismatch(dst.data(), 0, 2048, f.size()), -1);
+  EXPECT_EQ(first_mismatch(dst.data(), 0, 2048, f.bytes()), -1);
 }
 
 TEST_P(HostController, PartialLastBlockIsZeroFilled) {
@@ -372,8 +337,11 @@ TEST_P(HostController, PartialLastBlockIsZeroFilled) {
   pattern_file f(size);
   auto ctl = make(f, test_options(GetParam(), 1, 4, 1));
   const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
-  // Dirty the staging so a missing zero-fill shows.
+  // Dirty the staging (ours, or the controller's own via a full read) so a
+  // missing zero-fill shows.
   if (qp.staging) std::memset(qp.staging, 0xAB, std::size_t{qp.depth} * qp.slot_bytes);
+  std::vector<std::byte> full(4096);
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(read_blocks(qp, 0, 8, full.data()).success());
   for (const std::uint32_t blocks : {1u, 2u, 4u, 8u}) {
     const std::uint64_t slba = 10 - blocks;
     std::vector<std::byte> dst(blocks * block, std::byte{0xCD});
@@ -389,7 +357,7 @@ TEST_P(HostController, PartialLastBlockIsZeroFilled) {
 TEST_P(HostController, DepthTwoManyThreadsNoDeadlock) {
   pattern_file f(1 << 20);
   auto ctl = make(f, test_options(GetParam(), 1, 2, 1));
-  random_reads(*ctl, f.size(), 12, 300, 8, 1);
+  random_reads(*ctl, f.bytes(), 12, 300, 8, 1);
   EXPECT_EQ(ctl->stats().commands, 12u * 300);
 }
 
@@ -399,7 +367,7 @@ TEST_P(HostController, MoreQueuesThanThreadsAndOneUringSlot) {
   o.uring_depth = 1;  // every read waits for the one io_uring slot
   auto ctl = make(f, o);
   EXPECT_EQ(ctl->service_threads(), 3u);
-  random_reads(*ctl, f.size(), 10, 300, 8, 1);
+  random_reads(*ctl, f.bytes(), 10, 300, 8, 1);
 }
 
 TEST_P(HostController, IoRefReadPath) {
@@ -415,7 +383,7 @@ TEST_P(HostController, IoRefReadPath) {
       for (int i = 0; i < 200; ++i) {
         const std::uint64_t slba = static_cast<std::uint64_t>((lane * 977 + i * 131) % 2040);
         const nvme::status st = io.read(1u, true, read_request{slba, 8, dst.data()});
-        if (!st.success() || first_mismatch(dst.data(), slba * block, 4096, f.size()) != -1)
+        if (!st.success() || first_mismatch(dst.data(), slba * block, 4096, f.bytes()) != -1)
           ++bad;
       }
     });
@@ -456,6 +424,120 @@ TEST(HostControllerLifecycle, StopsPromptlyAndValidates) {
   EXPECT_THROW(host_controller(nullptr, o, 4096), std::invalid_argument);
 }
 
+// Raw NVMe conformance: this test is the "GPU" at the level of rings and
+// doorbells, without queue_pair_ref, so it can hold completions unretired.
+class raw_queue {
+ public:
+  explicit raw_queue(const queue_pair_ref& qp) : qp_(qp) {}
+
+  void push(nvme::command c) {
+    c.cid = static_cast<std::uint16_t>(sq_tail_);
+    qp_.sq[sq_tail_] = c;
+    sq_tail_ = (sq_tail_ + 1) % qp_.depth;
+  }
+  void ring_sq() {
+    detail::system_atomic<std::uint32_t>(*qp_.sq_tail_doorbell)
+        .store(sq_tail_, detail::memory_order_release);
+  }
+  void retire(std::uint32_t n) {
+    cq_head_ = (cq_head_ + n) % qp_.depth;
+    detail::system_atomic<std::uint32_t>(*qp_.cq_head_doorbell)
+        .store(cq_head_, detail::memory_order_release);
+  }
+  std::uint32_t dw3(std::uint32_t index) const {
+    return detail::system_atomic<std::uint32_t>(
+               *reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(qp_.cq + index) +
+                                                 offsetof(nvme::completion, cid)))
+        .load(detail::memory_order_acquire);
+  }
+  // Waits (bounded) until CQ entry `index` carries `phase`.
+  bool wait_phase(std::uint32_t index, bool phase) const {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < end) {
+      if (nvme::dw3_phase(dw3(index)) == phase) return true;
+      std::this_thread::yield();
+    }
+    return false;
+  }
+  const nvme::completion& cqe(std::uint32_t index) const { return qp_.cq[index]; }
+
+ private:
+  queue_pair_ref qp_;
+  std::uint32_t sq_tail_ = 0;
+  std::uint32_t cq_head_ = 0;
+};
+
+TEST(HostControllerRaw, CompletionFieldsAndFullCompletionQueue) {
+  pattern_file f(64 * block);
+  auto ctl = make(f, test_options(delivery::gpu_pull, 1, 4, 1));
+  const queue_pair_ref& qp = ctl->queues().view(0);
+  raw_queue q(qp);
+  // Three commands fill the CQ (depth 4 holds at most 3 unretired entries).
+  for (int i = 0; i < 3; ++i) q.push(nvme::make_flush(0, 1));
+  q.ring_sq();
+  for (std::uint32_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(q.wait_phase(i, true)) << i;
+    const nvme::completion& e = q.cqe(i);
+    const std::uint32_t w = q.dw3(i);
+    EXPECT_TRUE(nvme::dw3_status(w).success());
+    EXPECT_EQ(e.sq_id, qp.qid);
+    EXPECT_EQ(e.dw0, 0u);
+    EXPECT_EQ(e.dw1, 0u);
+    EXPECT_GE(e.sq_head, i + 1);  // the command itself was consumed
+    EXPECT_LE(e.sq_head, 3u);
+  }
+  std::vector<std::uint16_t> cids{nvme::dw3_cid(q.dw3(0)), nvme::dw3_cid(q.dw3(1)),
+                                  nvme::dw3_cid(q.dw3(2))};
+  std::sort(cids.begin(), cids.end());
+  EXPECT_EQ(cids, (std::vector<std::uint16_t>{0, 1, 2}));
+  ASSERT_EQ(q.cqe(2).sq_head, 3);
+
+  // Three more are consumed but must not be posted: the CQ is full.
+  q.push(nvme::make_flush(0, 1));
+  q.push(nvme::make_flush(0, 1));
+  q.push(nvme::make_flush(0, 5));  // bad namespace, to see the status travel
+  q.ring_sq();
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_FALSE(nvme::dw3_phase(q.dw3(3))) << "posted into a full CQ";
+  for (std::uint32_t i = 0; i < 3; ++i) EXPECT_TRUE(nvme::dw3_phase(q.dw3(i)));
+
+  // Retiring makes room: entry 3 (phase 1), then 0 and 1 of the next pass (phase 0).
+  q.retire(3);
+  ASSERT_TRUE(q.wait_phase(3, true));
+  ASSERT_TRUE(q.wait_phase(0, false));
+  ASSERT_TRUE(q.wait_phase(1, false));
+  EXPECT_TRUE(nvme::dw3_phase(q.dw3(2))) << "entry 2 overwritten while unretired";
+  EXPECT_EQ(q.cqe(1).sq_head, 2);  // six consumed: index 6 mod 4
+  int bad_namespace = 0;
+  for (std::uint32_t i : {3u, 0u, 1u})
+    if (nvme::dw3_status(q.dw3(i)).code() == 0x0B) ++bad_namespace;
+  EXPECT_EQ(bad_namespace, 1);
+  EXPECT_EQ(ctl->stats().commands, 6u);
+  EXPECT_EQ(ctl->stats().errors, 1u);
+  EXPECT_NO_THROW(ctl->check());
+}
+
+TEST(HostControllerRaw, BadDoorbellIsReportedByCheck) {
+  pattern_file f(64 * block);
+  auto ctl = make(f, test_options(delivery::gpu_pull, 1, 4, 1));
+  const queue_pair_ref& qp = ctl->queues().view(0);
+  detail::system_atomic<std::uint32_t>(*qp.sq_tail_doorbell)
+      .store(9, detail::memory_order_release);  // beyond depth 4
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  bool raised = false;
+  while (!raised && std::chrono::steady_clock::now() < end) {
+    try {
+      ctl->check();
+      std::this_thread::yield();
+    } catch (const runtime_error& e) {
+      raised = true;
+      EXPECT_NE(std::string(e.what()).find("doorbell"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_TRUE(raised);
+  EXPECT_EQ(ctl->stats().commands, 0u);
+}
+
 // O_DIRECT on the filesystem of the temp directory, if it supports it.
 TEST(HostControllerDirect, AlignedReadsAndUnalignedRejected) {
   // Not a multiple of 4096, so the last line is partial under O_DIRECT too.
@@ -494,6 +576,46 @@ TEST(HostControllerDirect, AlignedReadsAndUnalignedRejected) {
     }
     EXPECT_NO_THROW(ctl.check());
   }
+}
+
+// A block device named by WARPSTORE_TEST_BLOCK_DEVICE (read only; e.g. a
+// loop device with 4096-byte sectors), checked against pread of the device.
+TEST(HostControllerDirect, BlockDeviceFromEnvironment) {
+  const char* dev = std::getenv("WARPSTORE_TEST_BLOCK_DEVICE");
+  if (dev == nullptr || *dev == 0) GTEST_SKIP() << "WARPSTORE_TEST_BLOCK_DEVICE not set";
+  auto file = std::make_shared<backing_file>(dev, direct_io::on);
+  ASSERT_TRUE(file->direct());
+  const std::uint32_t align = file->direct_alignment();
+  const std::uint32_t align_blocks = align / block;
+  std::printf("[          ] %s: %llu bytes, sector %u\n", dev,
+              static_cast<unsigned long long>(file->size_bytes()), align);
+  ASSERT_EQ(file->size_bytes() % align, 0u);
+  const int ref = ::open(dev, O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(ref, 0);
+  for (delivery d : {delivery::gpu_pull, delivery::copy_engine}) {
+    options o = test_options(d, 2, 8, 1);
+    o.direct = direct_io::on;
+    host_controller ctl(file, o, 4 * align);
+    const queue_pair_ref& qp = ctl.device_ref().queues.pick(0);
+    std::mt19937_64 rng(7);
+    std::vector<std::byte> got(4 * align), want(4 * align);
+    for (int i = 0; i < 500; ++i) {
+      const std::uint32_t blocks = align_blocks * static_cast<std::uint32_t>(1 + rng() % 4);
+      const std::uint64_t slba =
+          rng() % ((file->capacity_blocks() - blocks) / align_blocks + 1) * align_blocks;
+      const nvme::status st = read_blocks(qp, slba, blocks, got.data());
+      ASSERT_TRUE(st.success()) << describe(st) << " slba " << slba;
+      ASSERT_EQ(::pread(ref, want.data(), blocks * block, static_cast<off_t>(slba * block)),
+                static_cast<ssize_t>(blocks * block));
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), blocks * block), 0) << "slba " << slba;
+    }
+    if (align > block) {
+      EXPECT_EQ(read_blocks(qp, 1, align_blocks, got.data()).code(), nvme::sc::invalid_field);
+      EXPECT_EQ(read_blocks(qp, 0, 1, got.data()).code(), nvme::sc::invalid_field);
+    }
+    EXPECT_NO_THROW(ctl.check());
+  }
+  ::close(ref);
 }
 
 }  // namespace

@@ -53,7 +53,7 @@ struct array_ref {
   error_record* errors;
   std::uint64_t count;        // elements
   std::uint64_t first_block;  // logical block of element 0 (byte offset / 512)
-  std::uint64_t end_block;    // one past the last block holding an element
+  std::uint64_t end_block;    // one past the last block of the backing file
   std::uint64_t timeout_ns;
   std::uint32_t source;       // id in this cache's keys
   std::uint32_t elems_per_line_log2;
@@ -149,7 +149,9 @@ struct array_ref {
   WARPSTORE_HD read_request request_for(std::uint64_t line, std::uint32_t slot) const {
     const std::uint32_t blocks_per_line = cache.line_size >> nvme::block_shift;
     const std::uint64_t slba = first_block + line * blocks_per_line;
-    const std::uint64_t left = end_block - slba;
+    // Past the end of the file the request stays whole and the controller
+    // refuses it (LBA out of range), as it would any bad command.
+    const std::uint64_t left = slba < end_block ? end_block - slba : blocks_per_line;
     return {slba, static_cast<std::uint32_t>(left < blocks_per_line ? left : blocks_per_line),
             cache.line_data(slot)};
   }
