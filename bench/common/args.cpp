@@ -27,6 +27,15 @@ std::string quote(const std::string& arg) {
   return out + "'";
 }
 
+std::string join_command_line(const std::string& program, const std::vector<std::string>& args) {
+  std::string line = program;
+  for (const auto& a : args) {
+    line += ' ';  // not " " + quote(a): GCC 12 -O3 warns falsely (-Wrestrict)
+    line += quote(a);
+  }
+  return line;
+}
+
 }  // namespace
 
 std::uint64_t parse_size(std::string_view text) {
@@ -228,17 +237,13 @@ parsed_args arg_parser::parse(int argc, const char* const* argv) const {
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) args.emplace_back(argv[i]);
   parsed_args p = parse(args);
-  std::string line = argc > 0 ? quote(argv[0]) : program_;
-  for (const auto& a : args) line += " " + quote(a);
-  p.command_line_ = line;
+  p.command_line_ = join_command_line(argc > 0 ? quote(argv[0]) : program_, args);
   return p;
 }
 
 parsed_args arg_parser::parse(const std::vector<std::string>& args) const {
   parsed_args p;
-  std::string line = program_;
-  for (const auto& a : args) line += " " + quote(a);
-  p.command_line_ = line;
+  p.command_line_ = join_command_line(program_, args);
 
   std::size_t i = 0;
   const command_spec* cmd = nullptr;
@@ -321,20 +326,19 @@ parsed_args arg_parser::parse(const std::vector<std::string>& args) const {
 std::string arg_parser::help(std::string_view command) const {
   std::ostringstream out;
   const command_spec* cmd = command.empty() ? nullptr : find_command(command);
-  auto option_lines = [&](const command_spec& spec) {
-    std::vector<std::pair<std::string, const option_spec*>> rows;
-    std::size_t width = 0;
+  auto option_lines = [&](const command_spec& spec, bool with_help) {
+    std::vector<std::pair<std::string, std::string>> rows;
     for (const auto& o : spec.options()) {
-      std::string left = "--" + o.name + (o.value_name.empty() ? "" : " " + o.value_name);
-      width = std::max(width, left.size());
-      rows.emplace_back(std::move(left), &o);
+      std::string right = o.help;
+      if (!o.value_name.empty() && !o.default_value.empty())
+        right += " [default: " + o.default_value + "]";
+      rows.emplace_back("--" + o.name + (o.value_name.empty() ? "" : " " + o.value_name), right);
     }
-    for (const auto& [left, o] : rows) {
-      out << "  " << left << std::string(width - left.size() + 2, ' ') << o->help;
-      if (!o->value_name.empty() && !o->default_value.empty())
-        out << " [default: " << o->default_value << "]";
-      out << '\n';
-    }
+    if (with_help) rows.emplace_back("-h, --help", "this help");
+    std::size_t width = 0;
+    for (const auto& row : rows) width = std::max(width, row.first.size());
+    for (const auto& [left, right] : rows)
+      out << "  " << left << std::string(width - left.size() + 2, ' ') << right << '\n';
   };
   auto positional_usage = [&](const command_spec& spec) {
     std::string s;
@@ -352,13 +356,11 @@ std::string arg_parser::help(std::string_view command) const {
       out << "\narguments:\n";
       positional_lines(*cmd);
     }
-    if (!cmd->options().empty()) {
-      out << "\noptions:\n";
-      option_lines(*cmd);
-    }
+    out << "\noptions:\n";
+    option_lines(*cmd, common_.options().empty());
     if (!common_.options().empty()) {
       out << "\noptions of every command:\n";
-      option_lines(common_);
+      option_lines(common_, true);
     }
     return out.str();
   }
@@ -369,8 +371,7 @@ std::string arg_parser::help(std::string_view command) const {
       positional_lines(common_);
     }
     out << "\noptions:\n";
-    option_lines(common_);
-    out << "  -h, --help  this help\n";
+    option_lines(common_, true);
     return out.str();
   }
   out << "usage: " << program_ << " COMMAND [options]\n\n" << summary_ << "\n\ncommands:\n";
@@ -380,7 +381,7 @@ std::string arg_parser::help(std::string_view command) const {
     out << "  " << c.name() << std::string(width - c.name().size() + 2, ' ') << c.summary() << '\n';
   if (!common_.options().empty()) {
     out << "\noptions of every command:\n";
-    option_lines(common_);
+    option_lines(common_, true);
   }
   out << "\n" << program_ << " COMMAND --help lists the options of COMMAND.\n";
   return out.str();

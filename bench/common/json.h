@@ -24,21 +24,28 @@ using object = std::vector<member>;  // keeps insertion order
 
 class value {
  public:
-  value() = default;
-  value(std::nullptr_t) {}
-  value(bool b) : v_(b) {}
-  value(int i) : v_(static_cast<std::int64_t>(i)) {}
-  value(unsigned i) : v_(static_cast<std::int64_t>(i)) {}
-  value(long i) : v_(static_cast<std::int64_t>(i)) {}
-  value(long long i) : v_(static_cast<std::int64_t>(i)) {}
+  // Constructors are defined below `member`: nvcc's front end instantiates
+  // the variant's special members eagerly and needs `member` complete.
+  value();
+  value(std::nullptr_t);
+  value(bool b);
+  value(int i);
+  value(unsigned i);
+  value(long i);
+  value(long long i);
   value(unsigned long i);
   value(unsigned long long i);
-  value(double d) : v_(d) {}
-  value(const char* s) : v_(std::string(s)) {}
-  value(std::string s) : v_(std::move(s)) {}
-  value(std::string_view s) : v_(std::string(s)) {}
-  value(array a) : v_(std::move(a)) {}
-  value(object o) : v_(std::move(o)) {}
+  value(double d);
+  value(const char* s);
+  value(std::string s);
+  value(std::string_view s);
+  value(array a);
+  value(object o);
+  value(const value&);
+  value(value&&) noexcept;
+  value& operator=(const value&);
+  value& operator=(value&&) noexcept;
+  ~value();
 
   bool is_null() const { return std::holds_alternative<std::nullptr_t>(v_); }
   bool is_bool() const { return std::holds_alternative<bool>(v_); }
@@ -83,7 +90,7 @@ class value {
   void write(std::string& out, int indent, int level, std::size_t inline_width) const;
   void write_compact(std::string& out) const;
 
-  std::variant<std::nullptr_t, bool, std::int64_t, double, std::string, array, object> v_{nullptr};
+  std::variant<std::nullptr_t, bool, std::int64_t, double, std::string, array, object> v_;
 };
 
 struct member {
@@ -93,6 +100,25 @@ struct member {
     return a.key == b.key && a.val == b.val;
   }
 };
+
+inline value::value() : v_(nullptr) {}
+inline value::value(std::nullptr_t) : v_(nullptr) {}
+inline value::value(bool b) : v_(b) {}
+inline value::value(int i) : v_(static_cast<std::int64_t>(i)) {}
+inline value::value(unsigned i) : v_(static_cast<std::int64_t>(i)) {}
+inline value::value(long i) : v_(static_cast<std::int64_t>(i)) {}
+inline value::value(long long i) : v_(static_cast<std::int64_t>(i)) {}
+inline value::value(double d) : v_(d) {}
+inline value::value(const char* s) : v_(std::string(s)) {}
+inline value::value(std::string s) : v_(std::move(s)) {}
+inline value::value(std::string_view s) : v_(std::string(s)) {}
+inline value::value(array a) : v_(std::move(a)) {}
+inline value::value(object o) : v_(std::move(o)) {}
+inline value::value(const value&) = default;
+inline value::value(value&&) noexcept = default;
+inline value& value::operator=(const value&) = default;
+inline value& value::operator=(value&&) noexcept = default;
+inline value::~value() = default;
 
 // Builds an object in order: object_builder().add("a", 1).add("b", "x").done().
 class object_builder {

@@ -178,7 +178,7 @@ std::string human_number(double v) {
     std::snprintf(buf, sizeof buf, "%.3g G", v / 1e9);
   else if (a >= 1e6)
     std::snprintf(buf, sizeof buf, "%.3g M", v / 1e6);
-  else if (a >= 1e5)
+  else if (a >= 1e4)
     std::snprintf(buf, sizeof buf, "%.0f", v);
   else if (a >= 100)
     std::snprintf(buf, sizeof buf, "%.1f", v);

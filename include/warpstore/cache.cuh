@@ -181,9 +181,9 @@ struct cache_ref {
       const auto* quads = reinterpret_cast<const ulonglong2*>(tags + base);
       for (std::uint32_t w = 0; w < ways; w += 8, quads += 4) {
         ulonglong2 t[4];
-#pragma unroll
+WARPSTORE_UNROLL
         for (int j = 0; j < 4; ++j) t[j] = __ldcg(quads + j);
-#pragma unroll
+WARPSTORE_UNROLL
         for (std::uint32_t j = 0; j < 4; ++j) {
           if (t[j].x == k) return w + 2 * j;
           if (t[j].y == k) return w + 2 * j + 1;

@@ -12,8 +12,16 @@
 // waiters spin on their slot's word in device memory, not on PCIe.
 //
 // A slot (and its staging buffer) is reused only after its waiter released
-// it, and never more than depth-1 entries are outstanding past the SQ head,
-// so the CQ (same depth) cannot overflow.
+// it, and never more than depth-1 entries sit between SQ head and tail. Up to
+// depth commands may be in flight, one more than a CQ of the same depth holds:
+// controllers hold a completion back while the CQ is full (NVMe requires
+// that anyway). A warp takes its tickets in one window, so the depth must be
+// at least the warp size (checked where queue pairs are made).
+//
+// A wait that passes its deadline marks the queue pair failed: its slot may
+// still be written by the controller, so it is never reused, and every later
+// submission on that pair fails at once with "abort requested" instead of
+// waiting out another deadline.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +40,7 @@ struct queue_state {
   std::uint64_t sq_head;              // SQ head reported by the controller (sequence)
   std::uint32_t cq_lock;
   std::uint32_t protocol_errors;      // CQEs naming a slot with no command in flight
+  std::uint32_t failed;               // set by the first wait that timed out
 };
 
 // Trivially-copyable view of one queue pair. The controller side reads the
@@ -64,10 +73,10 @@ struct queue_pair_ref {
     return staging ? staging + static_cast<std::size_t>(slot_of(ticket)) * slot_bytes : nullptr;
   }
 
-  // Hands out `count` consecutive tickets to the lanes of `mask` that pass
-  // `want`; returns this lane's ticket. One atomic per warp keeps a warp's
-  // tickets within one window of depth, so no lane waits on a slot its own
-  // warp holds.
+  // Hands out consecutive tickets to the lanes of `mask` that pass `want`;
+  // returns this lane's ticket. One atomic per warp keeps a warp's tickets
+  // within one window, so with depth >= warp size no lane waits on a slot
+  // its own warp holds.
   WARPSTORE_HD std::uint64_t take_tickets(unsigned mask, bool want) const {
     const unsigned wanting = detail::warp::ballot(mask, want);
     std::uint64_t base = 0;
@@ -89,6 +98,7 @@ struct queue_pair_ref {
     const std::uint32_t slot = slot_of(ticket);
     detail::deadline dl(timeout_ns);
     for (;;) {
+      if (has_failed()) return aborted();
       const bool turn_ok = detail::device_atomic<std::uint64_t>(turns[slot]).load(
                                detail::memory_order_acquire) == turn_of(ticket);
       // NVMe keeps at most depth-1 entries between head and tail.
@@ -96,9 +106,14 @@ struct queue_pair_ref {
                                         detail::memory_order_acquire) +
                                         depth - 1;
       if (turn_ok && head_ok) break;
-      if (!head_ok) retire_completions();
-      if (dl.expired())
-        return nvme::status::make(nvme::status_type::vendor, nvme::sc::deadline_exceeded);
+      if (!head_ok) {
+        // The head moves only when earlier entries reach the controller and
+        // their completions are retired; their waiters may be parked in this
+        // very warp, so help with both.
+        move_tail();
+        retire_completions();
+      }
+      if (dl.expired()) return fail();
       dl.pause();
     }
     cmd.cid = static_cast<std::uint16_t>(slot);
@@ -110,9 +125,9 @@ struct queue_pair_ref {
     }
     detail::device_atomic<std::uint32_t>(completions[slot]).store(0, detail::memory_order_relaxed);
     write_entry(sq + slot, cmd);
-    // System scope: the controller reads the entry after it sees the doorbell
-    // rung by whichever thread moves the tail.
-    detail::system_atomic<std::uint64_t>(marks[slot]).store(ticket + 1,
+    // Device scope is enough: the tail mover acquires the mark and then rings
+    // the doorbell with a system-scope release, which carries this entry.
+    detail::device_atomic<std::uint64_t>(marks[slot]).store(ticket + 1,
                                                             detail::memory_order_release);
     return nvme::status::ok();
   }
@@ -138,10 +153,15 @@ struct queue_pair_ref {
         move_tail();
       retire_completions();
       if (poll(ticket, st)) return st;
-      if (dl.expired())
-        return nvme::status::make(nvme::status_type::vendor, nvme::sc::deadline_exceeded);
+      if (has_failed()) return aborted();
+      if (dl.expired()) return fail();
       dl.pause();
     }
+  }
+
+  WARPSTORE_HD bool has_failed() const {
+    return detail::device_atomic<std::uint32_t>(state->failed).load(detail::memory_order_relaxed) !=
+           0;
   }
 
   // Gives the slot of `ticket` (and its staging buffer) to the next turn.
@@ -155,12 +175,14 @@ struct queue_pair_ref {
   // Tail lock holder: advance over every consecutive marked entry, ring once.
   WARPSTORE_HD void move_tail() const {
     detail::device_atomic<std::uint32_t> lock(state->tail_lock);
-    if (lock.exchange(1, detail::memory_order_acquire) != 0) return;
+    if (lock.load(detail::memory_order_relaxed) != 0 ||
+        lock.exchange(1, detail::memory_order_acquire) != 0)
+      return;
     detail::device_atomic<std::uint64_t> tail_ref(state->tail);
     const std::uint64_t start = tail_ref.load(detail::memory_order_relaxed);
     std::uint64_t tail = start;
     while (tail - start < depth &&
-           detail::system_atomic<std::uint64_t>(marks[slot_of(tail)]).load(
+           detail::device_atomic<std::uint64_t>(marks[slot_of(tail)]).load(
                detail::memory_order_acquire) == tail + 1)
       ++tail;
     if (tail != start) {
@@ -171,7 +193,9 @@ struct queue_pair_ref {
     lock.store(0, detail::memory_order_release);
   }
 
-  // CQ lock holder: retire every new completion in order.
+  // CQ lock holder: retire every new completion in order. Entries are read
+  // eight at a time (independent loads over PCIe), with one acquire fence per
+  // batch that found any.
   WARPSTORE_HD void retire_completions() const {
     detail::device_atomic<std::uint32_t> lock(state->cq_lock);
     if (lock.load(detail::memory_order_relaxed) != 0 ||
@@ -182,26 +206,40 @@ struct queue_pair_ref {
     std::uint64_t head = start;
     std::uint64_t sq_head = detail::device_atomic<std::uint64_t>(state->sq_head).load(
         detail::memory_order_relaxed);
+    const std::uint64_t tail =
+        detail::device_atomic<std::uint64_t>(state->tail).load(detail::memory_order_relaxed);
+    constexpr std::uint32_t batch = 8;
     for (;;) {
-      nvme::completion* e = cq + (head & (depth - 1));
+      const std::uint32_t first = static_cast<std::uint32_t>(head & (depth - 1));
+      const std::uint32_t n = depth - first < batch ? depth - first : batch;
+      std::uint32_t dw2[batch], dw3[batch];
+      WARPSTORE_UNROLL
+      for (std::uint32_t j = 0; j < batch; ++j)
+        if (j < n) load_completion_words(cq + first + j, dw2[j], dw3[j]);
       const bool expected_phase = ((head >> depth_log2) & 1u) == 0;
-      const std::uint32_t dw3 =
-          detail::system_atomic<std::uint32_t>(*completion_dw3_word(e))
-              .load(detail::memory_order_acquire);
-      if (nvme::dw3_phase(dw3) != expected_phase) break;
-      const std::uint16_t cid = nvme::dw3_cid(dw3);
-      const std::uint16_t reported_head =
-          detail::system_atomic<std::uint16_t>(e->sq_head).load(detail::memory_order_relaxed);
-      if (cid < depth) {
-        detail::device_atomic<std::uint32_t>(completions[cid])
-            .store(0x10000u | nvme::dw3_status(dw3).raw, detail::memory_order_release);
-      } else {
-        detail::device_atomic<std::uint32_t>(state->protocol_errors)
-            .fetch_add(1, detail::memory_order_relaxed);
+      std::uint32_t found = 0;
+      while (found < n && nvme::dw3_phase(dw3[found]) == expected_phase) ++found;
+      if (found == 0) break;
+      detail::fence_acquire_system();  // orders the bytes behind the entries we saw
+      for (std::uint32_t j = 0; j < found; ++j) {
+        const std::uint16_t cid = nvme::dw3_cid(dw3[j]);
+        std::uint32_t pending = 0;
+        // Only a slot with a command in flight takes a completion; anything
+        // else (bad cid, duplicate) is a controller bug, counted, not applied.
+        if (cid >= depth ||
+            !detail::device_atomic<std::uint32_t>(completions[cid]).compare_exchange_strong(
+                pending, 0x10000u | nvme::dw3_status(dw3[j]).raw, detail::memory_order_release,
+                detail::memory_order_relaxed))
+          detail::device_atomic<std::uint32_t>(state->protocol_errors)
+              .fetch_add(1, detail::memory_order_relaxed);
+        // The reported head is an index; advance our sequence to it, unless
+        // it would pass the tail (a stale or bogus value).
+        const std::uint64_t advance =
+            ((dw2[j] & 0xFFFFu) - static_cast<std::uint32_t>(sq_head & (depth - 1))) & (depth - 1);
+        if (sq_head + advance <= tail) sq_head += advance;
       }
-      // The reported head is an index; advance our sequence to it.
-      sq_head += (reported_head - static_cast<std::uint32_t>(sq_head & (depth - 1))) & (depth - 1);
-      ++head;
+      head += found;
+      if (found < n) break;
     }
     if (head != start) {
       head_ref.store(head, detail::memory_order_relaxed);
@@ -214,6 +252,25 @@ struct queue_pair_ref {
   }
 
  private:
+  WARPSTORE_HD static nvme::status aborted() {
+    return nvme::status::make(nvme::status_type::generic, nvme::sc::abort_requested);
+  }
+  WARPSTORE_HD nvme::status fail() const {
+    detail::device_atomic<std::uint32_t>(state->failed).store(1, detail::memory_order_relaxed);
+    return nvme::status::make(nvme::status_type::vendor, nvme::sc::deadline_exceeded);
+  }
+
+  // Reads dwords 2 and 3 of a CQE in one 8-byte load: it bypasses the GPU
+  // caches, since the controller rewrites the entry on every pass.
+  WARPSTORE_HD static void load_completion_words(nvme::completion* e, std::uint32_t& dw2,
+                                                 std::uint32_t& dw3) {
+    const std::uint64_t v = detail::system_atomic<std::uint64_t>(
+                                *reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::byte*>(e) + 8))
+                                .load(detail::memory_order_relaxed);
+    dw2 = static_cast<std::uint32_t>(v);
+    dw3 = static_cast<std::uint32_t>(v >> 32);
+  }
+
   // Dword 3 (command id, phase, status) as one word: written last, read first.
   WARPSTORE_HD static std::uint32_t* completion_dw3_word(nvme::completion* e) {
     return reinterpret_cast<std::uint32_t*>(reinterpret_cast<std::byte*>(e) + 12);
@@ -223,7 +280,7 @@ struct queue_pair_ref {
 #if WARPSTORE_ON_GPU
     const uint4* s = reinterpret_cast<const uint4*>(&c);
     uint4* d = reinterpret_cast<uint4*>(dst);
-#pragma unroll
+    WARPSTORE_UNROLL
     for (int i = 0; i < 4; ++i) d[i] = s[i];
 #else
     *dst = c;

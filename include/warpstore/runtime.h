@@ -9,6 +9,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace warpstore {
 
@@ -43,7 +44,8 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes);
 void synchronize();
 
 // A copy engine queue a controller thread uses to push bytes into device
-// memory: enqueue any number of copies, then wait for all of them.
+// memory: enqueue any number of copies, then wait() issues them as one batch
+// (cudaMemcpyBatchAsync: one driver call, not one per copy) and waits.
 class copy_stream {
  public:
   copy_stream();
@@ -55,6 +57,9 @@ class copy_stream {
 
  private:
   void* stream_ = nullptr;
+  std::vector<void*> dsts_;
+  std::vector<const void*> srcs_;
+  std::vector<std::size_t> sizes_;
 };
 
 // Owning handles for the two kinds of memory.

@@ -83,8 +83,8 @@ std::uint32_t file_direct_alignment(int fd, std::uint64_t size) {
     }
   }
   // Needs two 512-byte blocks to tell an unaligned offset from EOF.
-  if (size >= 2 * nvme::block_size && probe_direct_read(fd, nvme::block_size, nvme::block_size,
-                                                        nvme::block_size) == 0)
+  if (size >= 2 * nvme::block_size &&
+      probe_direct_read(fd, nvme::block_size, nvme::block_size, nvme::block_size) == 0)
     return nvme::block_size;
   return 4096;
 }
@@ -109,7 +109,7 @@ backing_file::backing_file(const std::string& path, direct_io mode) : path_(path
   }
   // From here on the destructor will not run if we throw: close by hand.
   try {
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd_, &st) != 0) throw_errno(errno, "cannot stat", path);
     if (S_ISDIR(st.st_mode))
       throw std::invalid_argument("warpstore: '" + path + "' is a directory, not a file");
@@ -142,9 +142,10 @@ backing_file::backing_file(const std::string& path, direct_io mode) : path_(path
         if (fd_ < 0) throw_errno(errno, "cannot reopen without O_DIRECT", path);
         direct = false;
       } else if (err != 0) {
-        throw_errno(err, "O_DIRECT read of the first " + std::to_string(direct_alignment_) +
-                             " bytes failed on",
-                    path);
+        throw_errno(
+            err,
+            "O_DIRECT read of the first " + std::to_string(direct_alignment_) + " bytes failed on",
+            path);
       }
     }
     direct_ = direct;

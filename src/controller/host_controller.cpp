@@ -18,8 +18,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstddef>
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -102,10 +102,10 @@ class host_controller::worker {
   // One fetched command, from the SQE copy until its completion is posted.
   struct command_ctx {
     nvme::command cmd;
-    std::byte* buffer = nullptr;   // where the file's bytes land on the CPU side
-    std::uint64_t offset = 0;      // file offset of the first byte
-    std::uint32_t length = 0;      // bytes the command transfers
-    std::uint32_t file_bytes = 0;  // bytes that exist in the file; the rest reads as zero
+    std::byte* buffer = nullptr;      // where the file's bytes land on the CPU side
+    std::uint64_t offset = 0;         // file offset of the first byte
+    std::uint32_t length = 0;         // bytes the command transfers
+    std::uint32_t file_bytes = 0;     // bytes that exist in the file; the rest reads as zero
     std::uint32_t request_bytes = 0;  // bytes asked of the kernel (O_DIRECT: aligned up)
     std::uint32_t done = 0;           // bytes read so far
     std::uint32_t dw0 = 0;            // completion dword 0: errno of a failed read
@@ -116,15 +116,15 @@ class host_controller::worker {
 
   struct queue_ctx {
     queue_pair_ref ref{};
-    std::uint32_t mask = 0;       // depth - 1
-    std::uint32_t sq_head = 0;    // next SQ index to fetch
-    std::uint32_t cq_tail = 0;    // next CQ index to post
-    std::uint32_t last_tail = 0;  // SQ tail doorbell value last seen
-    bool phase = true;            // phase tag of the current CQ pass
-    bool doorbell_fault = false;  // a bad doorbell value was already reported
+    std::uint32_t mask = 0;          // depth - 1
+    std::uint32_t sq_head = 0;       // next SQ index to fetch
+    std::uint32_t cq_tail = 0;       // next CQ index to post
+    std::uint32_t last_tail = 0;     // SQ tail doorbell value last seen
+    bool phase = true;               // phase tag of the current CQ pass
+    bool doorbell_fault = false;     // a bad doorbell value was already reported
     std::byte* read_base = nullptr;  // depth * slot_bytes the reads land in
     std::vector<command_ctx> contexts;
-    std::vector<std::uint32_t> free;  // stack of free context indices
+    std::vector<std::uint32_t> free;     // stack of free context indices
     std::vector<std::uint32_t> pending;  // ring of contexts waiting to be posted
     std::uint32_t pending_head = 0;
     std::uint32_t pending_count = 0;
@@ -235,8 +235,8 @@ host_controller::worker::worker(host_controller& owner, std::uint32_t id,
                " bytes; io_uring rings count against it: raise it with ulimit -l, or lower "
                "uring_depth / service_threads)";
     }
-    throw runtime_error("host controller: io_uring_queue_init(" +
-                        std::to_string(opts.uring_depth) + ") failed: " + errno_text(-ret) + hint);
+    throw runtime_error("host controller: io_uring_queue_init(" + std::to_string(opts.uring_depth) +
+                        ") failed: " + errno_text(-ret) + hint);
   }
   ring_ready_ = true;
   max_inflight_ = std::min(opts.uring_depth, ring_.sq.ring_entries);
@@ -328,8 +328,8 @@ bool host_controller::worker::fetch() {
       if (!q.doorbell_fault) {
         q.doorbell_fault = true;
         owner_.record_failure("host controller: SQ " + std::to_string(q.ref.qid) +
-                              " tail doorbell holds " + std::to_string(tail) +
-                              ", beyond depth " + std::to_string(q.mask + 1));
+                              " tail doorbell holds " + std::to_string(tail) + ", beyond depth " +
+                              std::to_string(q.mask + 1));
       }
       continue;
     }
@@ -387,9 +387,8 @@ void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
   if (gpu_pull_) {
     // The data must land in the command's own staging slot: anything else
     // would let one command overwrite another's bytes.
-    if (cmd.cid > q.mask ||
-        cmd.prp1 != reinterpret_cast<std::uint64_t>(q.ref.staging +
-                                                    std::size_t{cmd.cid} * slot_bytes_))
+    if (cmd.cid > q.mask || cmd.prp1 != reinterpret_cast<std::uint64_t>(
+                                            q.ref.staging + std::size_t{cmd.cid} * slot_bytes_))
       return complete(c, generic_status(nvme::sc::invalid_field));
     c.buffer = q.ref.staging + std::size_t{cmd.cid} * slot_bytes_;
   } else {
@@ -504,8 +503,8 @@ void host_controller::worker::on_read_result(command_ctx& c, int res) {
 
 void host_controller::worker::fail_read(command_ctx& c, int err, const char* what) {
   owner_.record_io_error("read of " + std::to_string(c.length) + " bytes at offset " +
-                         std::to_string(c.offset + c.done) + " of '" + file_.path() + "' " +
-                         what + ": " + errno_text(err));
+                         std::to_string(c.offset + c.done) + " of '" + file_.path() + "' " + what +
+                         ": " + errno_text(err));
   complete(c, nvme::status::make(nvme::status_type::media, nvme::sc::unrecovered_read),
            static_cast<std::uint32_t>(err));
 }
@@ -514,8 +513,7 @@ void host_controller::worker::fail_read(command_ctx& c, int err, const char* wha
 // once, and only then let their completions go out.
 void host_controller::worker::flush_copies() {
   if (copy_batch_.empty()) return;
-  const nvme::status transfer_error =
-      generic_status(nvme::sc::data_transfer_error);
+  const nvme::status transfer_error = generic_status(nvme::sc::data_transfer_error);
   std::size_t enqueued = 0;
   for (command_ctx* c : copy_batch_) {
     try {
@@ -561,8 +559,8 @@ bool host_controller::worker::post() {
       if (!q.doorbell_fault) {
         q.doorbell_fault = true;
         owner_.record_failure("host controller: CQ " + std::to_string(q.ref.qid) +
-                              " head doorbell holds " + std::to_string(head) +
-                              ", beyond depth " + std::to_string(q.mask + 1));
+                              " head doorbell holds " + std::to_string(head) + ", beyond depth " +
+                              std::to_string(q.mask + 1));
       }
       continue;
     }
@@ -581,8 +579,7 @@ bool host_controller::worker::post() {
       e.sq_head = static_cast<std::uint16_t>(q.sq_head);
       e.sq_id = q.ref.qid;
       detail::system_atomic<std::uint32_t>(completion_dw3_word(e))
-          .store(nvme::completion_dw3(c.cmd.cid, c.status, q.phase),
-                 detail::memory_order_release);
+          .store(nvme::completion_dw3(c.cmd.cid, c.status, q.phase), detail::memory_order_release);
       q.cq_tail = (q.cq_tail + 1) & q.mask;
       if (q.cq_tail == 0) q.phase = !q.phase;
 
@@ -639,8 +636,7 @@ void host_controller::worker::drain() noexcept {
 
 namespace {
 std::uint32_t queue_count(const options& opts) {
-  return opts.queue_pairs != 0 ? opts.queue_pairs
-                               : std::min(runtime::processor_count(), 128u);
+  return opts.queue_pairs != 0 ? opts.queue_pairs : std::min(runtime::processor_count(), 128u);
 }
 }  // namespace
 
@@ -648,8 +644,8 @@ host_controller::host_controller(std::shared_ptr<backing_file> file, const optio
                                  std::uint32_t slot_bytes)
     : controller(std::move(file)),
       deliver_(opts.deliver),
-      queues_(queue_count(opts), opts.queue_depth, slot_bytes,
-              opts.deliver == delivery::gpu_pull, opts.timeout_ns) {
+      queues_(queue_count(opts), opts.queue_depth, slot_bytes, opts.deliver == delivery::gpu_pull,
+              opts.timeout_ns) {
   if (!file_) throw std::invalid_argument("host controller: no backing file");
   if (opts.service_threads == 0)
     throw std::invalid_argument("host controller: service_threads must be at least 1");
@@ -683,7 +679,9 @@ host_controller::host_controller(std::shared_ptr<backing_file> file, const optio
   }
 }
 
-host_controller::~host_controller() { stop_threads(); }
+host_controller::~host_controller() {
+  stop_threads();
+}
 
 void host_controller::stop_threads() noexcept {
   stop_.store(true, std::memory_order_relaxed);

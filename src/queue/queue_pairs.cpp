@@ -15,8 +15,11 @@ queue_pairs::queue_pairs(std::uint32_t count, std::uint32_t depth, std::uint32_t
     : depth_(depth), slot_bytes_(slot_bytes) {
   if (count == 0 || count > 65535)
     throw std::invalid_argument("queue pair count must be 1..65535, got " + std::to_string(count));
-  if (depth < 2 || depth > 65536 || !std::has_single_bit(depth))
-    throw std::invalid_argument("queue depth must be a power of two in 2..65536, got " +
+  // A GPU warp takes up to 32 tickets at once; they must not share a slot.
+  const std::uint32_t min_depth = runtime::gpu_build() ? 32 : 2;
+  if (depth < min_depth || depth > 65536 || !std::has_single_bit(depth))
+    throw std::invalid_argument("queue depth must be a power of two in " +
+                                std::to_string(min_depth) + "..65536, got " +
                                 std::to_string(depth));
   if (slot_bytes == 0 || slot_bytes % nvme::block_size != 0)
     throw std::invalid_argument("queue slot size must be a multiple of 512, got " +

@@ -79,11 +79,23 @@ copy_stream::copy_stream() {
 }
 copy_stream::~copy_stream() { cudaStreamDestroy(static_cast<cudaStream_t>(stream_)); }
 void copy_stream::enqueue_to_device(void* dst, const void* src, std::size_t bytes) {
-  WARPSTORE_CUDA_TRY(
-      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(stream_)));
+  dsts_.push_back(dst);
+  srcs_.push_back(src);
+  sizes_.push_back(bytes);
 }
 void copy_stream::wait() {
-  WARPSTORE_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
+  auto stream = static_cast<cudaStream_t>(stream_);
+  if (!dsts_.empty()) {
+    cudaMemcpyAttributes attr{};
+    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    std::size_t attr_index = 0;
+    WARPSTORE_CUDA_TRY(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), dsts_.size(),
+                                            &attr, &attr_index, 1, stream));
+    dsts_.clear();
+    srcs_.clear();
+    sizes_.clear();
+  }
+  WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream));
 }
 
 }  // namespace warpstore::runtime

@@ -1,11 +1,12 @@
 // The host controller against the real queue protocol: std::thread lanes act
 // as the GPU (on the CPU target a warp is one thread, so masks are 1u) and
 // use queue_pair_ref exactly as device code does.
+#include "controller/host_controller.h"
+
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <gtest/gtest.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,7 +24,6 @@
 #include <thread>
 #include <vector>
 
-#include "controller/host_controller.h"
 #include "test_files.h"
 #include "tools/pattern.cuh"
 #include "warpstore/controller.h"
@@ -62,7 +62,8 @@ nvme::status execute(const queue_pair_ref& qp, const nvme::command& cmd, std::by
   if (!st.success()) return st;
   st = qp.wait(t);
   if (timed_out(st)) return st;  // the slot stays held: the controller may still write it
-  if (st.success() && qp.staging != nullptr && cmd.opc == static_cast<std::uint8_t>(nvme::opcode::read))
+  if (st.success() && qp.staging != nullptr &&
+      cmd.opc == static_cast<std::uint8_t>(nvme::opcode::read))
     std::memcpy(dst, qp.staging_of(t), std::size_t{cmd.nlb()} * block);
   qp.release(t);
   return st;
@@ -81,7 +82,7 @@ std::string describe(nvme::status st) {
 }
 
 options test_options(delivery d, std::uint32_t queues = 4, std::uint32_t depth = 8,
-                      std::uint32_t threads = 2) {
+                     std::uint32_t threads = 2) {
   options o;
   o.queue_pairs = queues;
   o.queue_depth = depth;
@@ -102,7 +103,8 @@ std::unique_ptr<host_controller> make(const pattern_file& f, const options& o,
 
 // Many lanes reading random ranges, every byte verified.
 void random_reads(host_controller& ctl, std::uint64_t file_size, unsigned lanes,
-                  unsigned reads_per_lane, std::uint32_t max_blocks, std::uint32_t alignment_blocks) {
+                  unsigned reads_per_lane, std::uint32_t max_blocks,
+                  std::uint32_t alignment_blocks) {
   const io_ref io = ctl.device_ref();
   const std::uint64_t capacity = (file_size + block - 1) / block;
   std::atomic<std::uint64_t> failures{0}, bytes{0};
@@ -125,11 +127,10 @@ void random_reads(host_controller& ctl, std::uint64_t file_size, unsigned lanes,
             st.success() ? first_mismatch(dst.data(), slba * block, blocks * block, file_size) : -2;
         if (bad != -1) {
           if (failures.fetch_add(1) == 0 || first_error[lane].empty())
-            first_error[lane] = "lane " + std::to_string(lane) + " read " + std::to_string(i) +
-                                " slba " + std::to_string(slba) + " blocks " +
-                                std::to_string(blocks) + ": " +
-                                (bad == -2 ? describe(st)
-                                           : "byte " + std::to_string(bad) + " differs");
+            first_error[lane] =
+                "lane " + std::to_string(lane) + " read " + std::to_string(i) + " slba " +
+                std::to_string(slba) + " blocks " + std::to_string(blocks) + ": " +
+                (bad == -2 ? describe(st) : "byte " + std::to_string(bad) + " differs");
           if (!st.success()) return;  // a failed ticket may wedge the queue: stop this lane
         } else {
           bytes += blocks * block;
@@ -383,8 +384,7 @@ TEST_P(HostController, IoRefReadPath) {
       for (int i = 0; i < 200; ++i) {
         const std::uint64_t slba = static_cast<std::uint64_t>((lane * 977 + i * 131) % 2040);
         const nvme::status st = io.read(1u, true, read_request{slba, 8, dst.data()});
-        if (!st.success() || first_mismatch(dst.data(), slba * block, 4096, f.bytes()) != -1)
-          ++bad;
+        if (!st.success() || first_mismatch(dst.data(), slba * block, 4096, f.bytes()) != -1) ++bad;
       }
     });
   for (auto& t : threads) t.join();

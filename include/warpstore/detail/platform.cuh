@@ -16,6 +16,12 @@
 #define WARPSTORE_DEVICE
 #endif
 
+#if defined(__CUDACC__) || defined(__clang__)
+#define WARPSTORE_UNROLL _Pragma("unroll")
+#else
+#define WARPSTORE_UNROLL _Pragma("GCC unroll 8")
+#endif
+
 #if defined(__CUDA_ARCH__)
 #define WARPSTORE_ON_GPU 1
 #else
@@ -36,6 +42,12 @@ using cuda::std::memory_order_acquire;
 using cuda::std::memory_order_relaxed;
 using cuda::std::memory_order_release;
 using cuda::std::memory_order_seq_cst;
+
+// Makes what a relaxed system-scope load observed (a completion written by
+// the CPU) order the reads that follow it.
+WARPSTORE_HD inline void fence_acquire_system() {
+  cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_system);
+}
 
 // Monotonic nanoseconds, comparable within one target.
 WARPSTORE_HD inline std::uint64_t now_ns() {

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The core study on the GPU machine: the ceilings, then raw block I/O through
+# both controllers, all merged into bench/results/core.json (started afresh).
+#
+#   bench/run_core.sh [BUILD_DIR]
+#
+# Environment: FILE (default /tmp/warpstore-bench.dat), FILE_SIZE (16GiB),
+# SERVICE_THREADS (8), CPU_THREADS (1,4,8,14). A failed run is reported and the
+# others still run; the exit status says whether all passed.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-${BUILD_DIR:-$root/build}}
+bench=$build/bench/warpstore-bench
+[ -x "$bench" ] || { echo "run_core.sh: $bench not built" >&2; exit 1; }
+
+export WARPSTORE_BENCH_COMMAND="bench/run_core.sh"  # the one command named in core.json
+common=(--file "${FILE:-/tmp/warpstore-bench.dat}" --file-size "${FILE_SIZE:-16GiB}"
+        --json "$root/bench/results/core.json")
+service=${SERVICE_THREADS:-8}
+failed=()
+run() {
+  echo "== warpstore-bench $*" >&2
+  "$bench" "$@" "${common[@]}" || failed+=("$*")
+}
+
+rm -f "$root/bench/results/core.json"  # each full run rewrites the study
+run ceilings --cpu-threads "${CPU_THREADS:-1,4,8,14}"
+# Host controller on the page-cache-resident file (buffered), then once on the disk (O_DIRECT).
+host=(--controller host --direct off --service-threads "$service")
+run block "${host[@]}" --request 4K
+run block "${host[@]}" --request 512
+run block "${host[@]}" --request 64K --pattern sequential --threads 32K
+run block --controller host --direct on --service-threads "$service" --request 4K --threads 32K \
+  --requests-per-thread 4 --name block.host.direct.random4k
+run block --controller memory --request 4K
+run block --controller memory --request 512
+if [ ${#failed[@]} -ne 0 ]; then
+  printf 'run_core.sh: failed: %s\n' "${failed[@]}" >&2
+  exit 1
+fi
+echo "run_core.sh: all runs passed; results in bench/results/core.json" >&2
