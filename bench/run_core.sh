@@ -14,7 +14,7 @@ bench=$build/bench/warpstore-bench
 [ -x "$bench" ] || { echo "run_core.sh: $bench not built" >&2; exit 1; }
 
 export WARPSTORE_BENCH_COMMAND="bench/run_core.sh"  # the one command named in core.json
-common=(--file "${FILE:-/tmp/warpstore-bench.dat}" --file-size "${FILE_SIZE:-16GiB}"
+common=(--file "${FILE:-/tmp/warpstore-bench.dat}" --file-size "${FILE_SIZE:-8GiB}"
         --json "$root/bench/results/core.json")
 service=${SERVICE_THREADS:-8}
 failed=()
@@ -34,6 +34,26 @@ run block --controller host --direct on --service-threads "$service" --request 4
   --requests-per-thread 4 --name block.host.direct.random4k
 run block --controller memory --request 4K
 run block --controller memory --request 512
+
+# Element reads through the cache: the figures the core issue names.
+run array --controller memory --line-size 4K --name array.memory.random4k.cold
+run array --controller memory --line-size 512 --figure lines --name array.memory.random512.cold
+run array "${host[@]}" --line-size 4K --figure lines --name array.host.pagecache.random4k.cold
+run array --controller host --direct on --service-threads 2 --uring-depth 64 --threads 64K \
+  --line-size 4K --figure lines --name array.host.direct.random4k.cold
+run array --mode hot --controller memory --cache-bytes 4GiB --name array.hot.coalesced4b
+# How throughput scales: GPU threads and line size (memory controller), queue
+# pairs and service threads (host controller, page cache).
+run array --controller memory --threads 1K,4K,16K,64K,256K,1M --reads-per-thread 2
+run array --controller memory --line-size 512,1K,4K,16K,64K
+for q in 8 16 32 64 132; do
+  run array "${host[@]}" --queues "$q" --figure lines --name "array.host.pagecache.random4k.cold.queues$q"
+done
+for t in 1 2 4 14; do
+  run array --controller host --direct off --service-threads "$t" --figure lines \
+    --name "array.host.pagecache.random4k.cold.service$t"
+done
+
 if [ ${#failed[@]} -ne 0 ]; then
   printf 'run_core.sh: failed: %s\n' "${failed[@]}" >&2
   exit 1

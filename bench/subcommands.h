@@ -40,7 +40,9 @@ void run_block(const parsed_args& args, report& out);
 // The ceilings alone (ceilings_bench.cu).
 void declare_ceilings(command_spec& cmd);
 void run_ceilings(const parsed_args& args, report& out);
-// array: the lead adds declare_array / run_array here once array.cuh exists.
+// Element reads through the cache, cold and hot (array_bench.cu).
+void declare_array(command_spec& cmd);
+void run_array(const parsed_args& args, report& out);
 
 // ---- shared pieces (bench_setup.cu) ---------------------------------------------
 

@@ -26,7 +26,8 @@ const subcommand subcommands[] = {
     {"block", "raw queue I/O with no cache, like fio run by GPU threads", declare_block, run_block},
     {"ceilings", "only the ceilings: io_uring reads, pinned-memory copy kernel, GPU-memory reads",
      declare_ceilings, run_ceilings},
-    // {"array", "array_ref<T> reads through the cache", declare_array, run_array},
+    {"array", "element reads through the cache: cold (misses) or hot (coalesced hits)", declare_array,
+     run_array},
 };
 
 constexpr int exit_ok = 0, exit_error = 1, exit_usage = 2, exit_mismatch = 3;

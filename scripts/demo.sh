@@ -6,15 +6,14 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-"$root/scripts/deps.sh"
-export PATH=/usr/local/cuda/bin:$PATH
+source "$root/scripts/deps.sh"
 generator=()
 if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
-cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} >/dev/null
+"$WARPSTORE_CMAKE" -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-} >/dev/null
 if nvidia-smi -L >/dev/null 2>&1 && grep -q 'WARPSTORE_GPU:BOOL=ON' "$build/CMakeCache.txt"; then
-  cmake --build "$build" -j "$(nproc)" --target warpstore-demo
+  "$WARPSTORE_CMAKE" --build "$build" -j "$(nproc)" --target warpstore-demo
   exec "$build/apps/warpstore-demo" "$@"
 fi
 echo "warpstore: no GPU here: running the demo on the CPU target" >&2
-cmake --build "$build" -j "$(nproc)" --target warpstore-demo-cpu
+"$WARPSTORE_CMAKE" --build "$build" -j "$(nproc)" --target warpstore-demo-cpu
 exec "$build/apps/warpstore-demo-cpu" "$@"

@@ -5,12 +5,12 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
-"$root/scripts/deps.sh"
+source "$root/scripts/deps.sh"
 jobs=${JOBS:-$(nproc)}
 generator=()
 if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null; then generator=(-G Ninja); fi
-cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-}
-cmake --build "$build" -j "$jobs"
+"$WARPSTORE_CMAKE" -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release ${CMAKE_ARGS:-}
+"$WARPSTORE_CMAKE" --build "$build" -j "$jobs"
 labels=(-LE gpu)
 if [ "${WARPSTORE_GPU_TESTS:-}" = 1 ] || nvidia-smi -L >/dev/null 2>&1; then labels=(); fi
-ctest --test-dir "$build" "${labels[@]}" --output-on-failure -j "$jobs" --timeout 900
+"$WARPSTORE_CTEST" --test-dir "$build" "${labels[@]}" --output-on-failure -j "$jobs" --timeout 900

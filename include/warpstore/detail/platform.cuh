@@ -16,8 +16,11 @@
 #define WARPSTORE_DEVICE
 #endif
 
-#if defined(__CUDACC__) || defined(__clang__)
+// nvcc's host pass hands pragmas to the host compiler, which would warn.
+#if defined(__CUDA_ARCH__)
 #define WARPSTORE_UNROLL _Pragma("unroll")
+#elif defined(__CUDACC__)
+#define WARPSTORE_UNROLL
 #else
 #define WARPSTORE_UNROLL _Pragma("GCC unroll 8")
 #endif

@@ -1,0 +1,330 @@
+// warpstore-bench array: element reads through the cache.
+//
+// cold  The cache starts empty; thread t's read r asks for one element of
+//       line trace.index(r * threads + t), so nearly every read misses. The
+//       figure is the bytes brought into the cache per second (misses x line
+//       size); the ceiling is the same trace of lines copied by the
+//       pinned-memory kernel (memory controller) or read by raw io_uring with
+//       the service threads' count and ring depth (host controller).
+// hot   A region of half the cache is read once to warm it, then warps read
+//       it again and again with coalesced 4-byte loads through operator[].
+//       The ceiling is a plain kernel reading as many bytes of GPU memory.
+//
+// Every value read is checked: cold reads element by element against the
+// file pattern, hot reads by a sum compared with the pattern's sum.
+#include <algorithm>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include "bench/ceilings/kernels.cuh"
+#include "bench/ceilings/uring_reader.h"
+#include "bench/common/gpu.cuh"
+#include "bench/common/timing.h"
+#include "bench/subcommands.h"
+#include "tools/pattern.cuh"
+#include "warpstore/array.cuh"
+
+namespace warpstore::bench {
+
+namespace {
+
+// The pattern value of element e of an array of T at the start of the file.
+template <class T>
+__device__ T expected_element(std::uint64_t e, std::uint64_t seed) {
+  const std::uint64_t off = e * sizeof(T);
+  return static_cast<T>(tools::pattern_word(off & ~std::uint64_t{7}, seed) >> (8 * (off & 7)));
+}
+
+__global__ void cold_kernel(array_ref<std::uint64_t> a, trace tr, std::uint64_t threads,
+                            std::uint32_t rounds, std::uint64_t seed, unsigned long long* wrong) {
+  const std::uint64_t tid = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (tid >= threads) return;
+  const std::uint32_t shift = a.elems_per_line_log2;
+  unsigned long long bad = 0;
+  for (std::uint32_t r = 0; r < rounds; ++r) {
+    const std::uint64_t line = tr.index(static_cast<std::uint64_t>(r) * threads + tid);
+    const std::uint64_t e = (line << shift) + (tid & ((1ull << shift) - 1));
+    bad += a[e] != expected_element<std::uint64_t>(e, seed) ? 1 : 0;
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+
+// Warps walk the region in chunks of 32 consecutive elements, `passes` times.
+__global__ void hot_kernel(array_ref<std::uint32_t> a, std::uint64_t elems, std::uint32_t passes,
+                           unsigned long long* sum) {
+  const std::uint64_t warp = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const std::uint64_t warps = static_cast<std::uint64_t>(gridDim.x) * blockDim.x / 32;
+  const unsigned lane = threadIdx.x % 32;
+  const std::uint64_t chunks = elems / 32;
+  unsigned long long s = 0;
+  for (std::uint32_t p = 0; p < passes; ++p)
+    for (std::uint64_t c = warp; c < chunks; c += warps) s += a[c * 32 + lane];
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xFFFFFFFFu, s, o);
+  if (lane == 0) atomicAdd(sum, s);
+}
+
+// The sum hot_kernel must find, from the pattern alone.
+__global__ void hot_expected_kernel(std::uint64_t elems, std::uint32_t passes, std::uint64_t seed,
+                                    unsigned long long* sum) {
+  const std::uint64_t t = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::uint64_t n = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  unsigned long long s = 0;
+  for (std::uint64_t e = t; e < elems / 32 * 32; e += n) s += expected_element<std::uint32_t>(e, seed);
+  atomicAdd(sum, s * passes);
+}
+
+struct counter {
+  runtime::device_ptr<unsigned long long> p = runtime::make_device<unsigned long long>(1);
+  void reset() { runtime::memset_device(p.get(), 0, sizeof(unsigned long long)); }
+  unsigned long long value() const {
+    unsigned long long v = 0;
+    runtime::copy_to_host(&v, p.get(), sizeof v);
+    return v;
+  }
+};
+
+cache_stats operator-(const cache_stats& a, const cache_stats& b) {
+  cache_stats d;
+  d.hits = a.hits - b.hits;
+  d.misses = a.misses - b.misses;
+  d.evictions = a.evictions - b.evictions;
+  d.bytes_read = a.bytes_read - b.bytes_read;
+  d.retries = a.retries - b.retries;
+  d.errors = a.errors - b.errors;
+  return d;
+}
+
+}  // namespace
+
+void declare_array(command_spec& cmd) {
+  const options env = options::from_environment();
+  declare_file_options(cmd);
+  declare_trace_options(cmd);
+  cmd.option("controller", "host|memory", to_string(env.controller), "what serves the cache's misses")
+      .option("mode", "cold|hot", "cold", "cold: misses from storage; hot: coalesced reads of cached lines")
+      .option("threads", "LIST", "1M", "GPU threads (cold); a list sweeps, e.g. 1K,16K,256K,1M")
+      .option("block-threads", "N", "256", "threads per thread block (multiple of 32)")
+      .option("reads-per-thread", "N", "1", "cold reads per thread")
+      .option("line-size", "LIST", "4K", "cache line sizes; a list sweeps, e.g. 512,4K,64K")
+      .option("cache-bytes", "BYTES", "4GiB", "cache size")
+      .option("ways", "N", std::to_string(env.ways), "lines per cache set")
+      .option("hot-passes", "N", "20", "hot: timed passes over the region")
+      .option("queues", "N", std::to_string(env.queue_pairs), "queue pairs (0: one per multiprocessor)")
+      .option("depth", "N", std::to_string(env.queue_depth), "entries per queue pair")
+      .option("service-threads", "N", std::to_string(env.service_threads), "host controller threads")
+      .option("uring-depth", "N", std::to_string(env.uring_depth), "io_uring entries per service thread")
+      .option("direct", "off|auto|on", to_string(env.direct), "O_DIRECT for the host controller")
+      .option("delivery", "pull|copy", to_string(env.deliver), "host controller delivery")
+      .option("figure", "gbps|lines", "gbps",
+              "cold: which figure carries the result name (the other gets a suffix)")
+      .option("name", "NAME", "", "result name (with one configuration) [default: derived]")
+      .flag("no-ceiling", "skip the ceiling measurement");
+}
+
+void run_array(const parsed_args& args, report& out) {
+  options opts = options::from_environment();
+  opts.controller = parse_controller(args.str("controller"));
+  opts.queue_pairs = static_cast<std::uint32_t>(args.count("queues"));
+  opts.queue_depth = static_cast<std::uint32_t>(args.count("depth"));
+  opts.service_threads = static_cast<std::uint32_t>(args.count("service-threads"));
+  opts.uring_depth = static_cast<std::uint32_t>(args.count("uring-depth"));
+  opts.direct = parse_direct(args.str("direct"));
+  opts.deliver = parse_delivery(args.str("delivery"));
+  opts.ways = static_cast<std::uint32_t>(args.count("ways"));
+  opts.cache_bytes = args.size("cache-bytes");
+  const bool hot = args.choice("mode", {"cold", "hot"}) == "hot";
+  const bool host = opts.controller == controller_kind::host;
+  std::vector<std::uint64_t> thread_counts, line_sizes;
+  for (const std::string& s : args.list("threads")) thread_counts.push_back(parse_size(s));
+  for (const std::string& s : args.list("line-size")) line_sizes.push_back(parse_size(s));
+  if (thread_counts.empty() || line_sizes.empty()) throw usage_error("--threads and --line-size need values");
+  const std::uint64_t block_threads = args.count("block-threads");
+  if (block_threads < 32 || block_threads > 1024 || block_threads % 32 != 0)
+    throw usage_error("--block-threads must be a multiple of 32 from 32 to 1024");
+  const auto rounds = static_cast<std::uint32_t>(args.count("reads-per-thread"));
+  const bool sweep = thread_counts.size() > 1 || line_sizes.size() > 1;
+  if (sweep && !args.str("name").empty()) throw usage_error("--name takes one configuration, not a sweep");
+  // Host controller staging slots hold the largest line of the sweep.
+  opts.line_size = static_cast<std::uint32_t>(*std::max_element(line_sizes.begin(), line_sizes.end()));
+  try {
+    opts.validate();
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
+  }
+
+  const bench_file file = prepare_file(args, host && opts.direct != direct_io::on);
+  std::shared_ptr<controller> ctrl = make_controller(file.path, opts);
+  const bool direct_used = host && ctrl->file().direct();
+  counter wrong;
+  gpu_timer timer;
+
+  for (const std::uint64_t line_size : line_sizes) {
+    options o = opts;
+    o.line_size = static_cast<std::uint32_t>(line_size);
+    auto c = std::make_shared<cache>(o);
+    const std::string base =
+        "array." + std::string(host ? (direct_used ? "host.direct" : "host.pagecache") : "memory");
+
+    if (hot) {
+      array<std::uint32_t> a(c, ctrl, 0, 0, o);
+      const std::uint64_t elems = std::min<std::uint64_t>(a.size(), c->bytes() / 2 / 4) / 32 * 32;
+      const auto passes = static_cast<std::uint32_t>(args.count("hot-passes"));
+      const unsigned grid = resident_blocks(hot_kernel, static_cast<int>(block_threads));
+      counter sum, expect;
+      hot_kernel<<<grid, static_cast<unsigned>(block_threads)>>>(a.ref(), elems, 1, sum.p.get());
+      check_launch("hot_kernel (warm-up)");
+      a.check();
+      sum.reset();
+      const cache_stats before = a.stats();
+      timer.start();
+      hot_kernel<<<grid, static_cast<unsigned>(block_threads)>>>(a.ref(), elems, passes, sum.p.get());
+      timer.stop();
+      check_launch("hot_kernel");
+      const double secs = timer.seconds();
+      a.check();
+      const cache_stats d = a.stats() - before;
+      hot_expected_kernel<<<1024, 256>>>(elems, passes, file.seed, expect.p.get());
+      check_launch("hot_expected_kernel");
+      const std::uint64_t bad = sum.value() != expect.value() ? 1 : 0;
+      const double bytes = static_cast<double>(elems) * 4 * passes;
+      std::optional<double> ceiling;
+      std::string ceiling_name;
+      json::object params = json::object_builder()
+                                .add("line_size", line_size)
+                                .add("cache_bytes", static_cast<unsigned long long>(c->bytes()))
+                                .add("region_bytes", elems * 4)
+                                .add("passes", passes)
+                                .add("blocks", grid)
+                                .add("block_threads", block_threads)
+                                .add("misses_while_timed", static_cast<unsigned long long>(d.misses))
+                                .add("seconds", secs)
+                                .done();
+      if (!args.flag("no-ceiling")) {
+        const hbm_result h = hbm_read(elems * 4, 5, file.seed);
+        if (h.mismatches != 0) throw runtime_error("GPU-memory read ceiling read wrong data");
+        ceiling = h.gbps_4b;
+        ceiling_name = "plain kernel, coalesced 4-byte loads of " + format_size(elems * 4) +
+                       " of GPU memory";
+        params.push_back({"ceiling_16b_gbps", h.gbps_16b});
+      }
+      const std::string name = args.str("name").empty()
+                                   ? "array.hot.coalesced4b" + (sweep ? ".line" + size_tag(line_size) : "")
+                                   : args.str("name");
+      out.results.push_back(result{name, gb_per_s(bytes, secs), "GB/s", ceiling, ceiling_name, true,
+                                   bad, std::move(params)});
+      continue;
+    }
+
+    array<std::uint64_t> a(c, ctrl, 0, 0, o);
+    const std::uint64_t lines = (a.size() * 8) / line_size;
+    const std::uint64_t max_threads = *std::max_element(thread_counts.begin(), thread_counts.end());
+    const bench_trace tr(args, lines, max_threads * rounds);
+    std::optional<double> ceiling_gbps, ceiling_lps;
+    std::string ceiling_name;
+    json::object ceiling_params;
+    for (const std::uint64_t threads : thread_counts) {
+      c->clear();
+      c->reset_stats();
+      wrong.reset();
+      const auto grid = static_cast<unsigned>((threads + block_threads - 1) / block_threads);
+      timer.start();
+      cold_kernel<<<grid, static_cast<unsigned>(block_threads)>>>(a.ref(), tr.device(), threads, rounds,
+                                                                 file.seed, wrong.p.get());
+      timer.stop();
+      check_launch("cold_kernel");
+      const double secs = timer.seconds();
+      a.check();
+      const cache_stats s = a.stats();
+      const std::uint64_t reads = threads * rounds;
+
+      // The ceiling, once per line size, over the same trace and request count.
+      if (!args.flag("no-ceiling") && !ceiling_gbps) {
+        if (host) {
+          // Let the idle service threads fall back to napping first.
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          uring_reader_config u;
+          u.path = file.path;
+          u.threads = o.service_threads;
+          u.queue_depth = o.uring_depth;
+          u.block_bytes = static_cast<std::uint32_t>(line_size);
+          u.requests = reads;
+          u.trace = tr.host();
+          u.direct = direct_used ? direct_mode::on : direct_mode::off;
+          u.file_seed = file.seed;
+          u.alloc = pinned_alloc;
+          u.release = pinned_free;
+          const uring_reader_result r = run_uring_reader(u);
+          if (r.errors != 0 || r.mismatches != 0)
+            throw runtime_error("io_uring ceiling failed: " + std::to_string(r.errors) + " errors, " +
+                                std::to_string(r.mismatches) + " wrong words " + r.first_error);
+          ceiling_gbps = r.gbps;
+          ceiling_lps = r.iops;
+          ceiling_name = "io_uring " + std::string(tr.pattern()) + " " + format_size(line_size) +
+                         " reads, " + std::to_string(u.threads) + " threads, QD " +
+                         std::to_string(u.queue_depth) + (r.direct ? ", O_DIRECT" : ", buffered") +
+                         ", same trace";
+        } else {
+          copy_config cc;
+          cc.source = ctrl->device_ref().memory.data;
+          cc.source_bytes = ctrl->device_ref().memory.capacity_blocks << nvme::block_shift;
+          cc.tr = tr.device();
+          cc.lines = reads;
+          cc.line_bytes = static_cast<std::uint32_t>(line_size);
+          cc.file_seed = file.seed;
+          const copy_result p = pinned_random_copy(cc);
+          if (p.mismatches != 0) throw runtime_error("pinned copy ceiling read wrong data");
+          ceiling_gbps = p.gbps;
+          ceiling_lps = p.lines_per_s;
+          ceiling_name = "pinned-memory " + std::string(tr.pattern()) + " " + format_size(line_size) +
+                         " line copy kernel, same trace";
+        }
+      }
+
+      json::object params = json::object_builder()
+                                .add("controller", to_string(o.controller))
+                                .add("threads", threads)
+                                .add("block_threads", block_threads)
+                                .add("reads", reads)
+                                .add("line_size", line_size)
+                                .add("cache_bytes", static_cast<unsigned long long>(c->bytes()))
+                                .add("file_bytes", file.bytes)
+                                .add("misses", static_cast<unsigned long long>(s.misses))
+                                .add("hits", static_cast<unsigned long long>(s.hits))
+                                .add("retries", static_cast<unsigned long long>(s.retries))
+                                .add("reads_per_s", per_s(static_cast<double>(reads), secs))
+                                .add("seconds", secs)
+                                .done();
+      tr.add_params(params);
+      if (host) {
+        params.push_back({"queues", static_cast<unsigned long long>(ctrl->device_ref().queues.count)});
+        params.push_back({"depth", o.queue_depth});
+        params.push_back({"service_threads", o.service_threads});
+        params.push_back({"uring_depth", o.uring_depth});
+        params.push_back({"direct", direct_used});
+        params.push_back({"delivery", to_string(o.deliver)});
+      }
+      std::string name = args.str("name");
+      if (name.empty()) {
+        name = base + "." + tr.pattern() + size_tag(line_size) + ".cold";
+        if (thread_counts.size() > 1) name += ".threads" + size_tag(threads);
+      }
+      const double gbps = gb_per_s(static_cast<double>(s.bytes_read), secs);
+      const double lps = per_s(static_cast<double>(s.misses), secs);
+      const bool per_line = args.choice("figure", {"gbps", "lines"}) == "lines";
+      out.results.push_back(result{per_line ? name + ".gbps" : name, gbps, "GB/s", ceiling_gbps,
+                                   ceiling_name, true, wrong.value(), params});
+      out.results.push_back(result{per_line ? name : name + ".lines", lps, "lines/s", ceiling_lps,
+                                   ceiling_name, true, wrong.value(), std::move(params)});
+    }
+  }
+  std::ostringstream note;
+  note << "array: controller " << ctrl->name();
+  if (host)
+    note << " (" << ctrl->device_ref().queues.count << " queue pairs x " << opts.queue_depth << ", "
+         << opts.service_threads << " service threads, " << (direct_used ? "O_DIRECT" : "buffered")
+         << ", delivery " << to_string(opts.deliver) << ")";
+  out.notes.push_back(note.str());
+}
+
+}  // namespace warpstore::bench
