@@ -225,7 +225,7 @@ TEST_P(HostController, SingleRead) {
   pattern_file f(1 << 20);
   auto ctl = make(f, test_options(GetParam()));
   EXPECT_STREQ(ctl->name(), "host");
-  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  const queue_pair_ref qp = ctl->device_ref().queues.pick(0);
   EXPECT_EQ(qp.staging != nullptr, GetParam() == delivery::gpu_pull);
   std::vector<std::byte> dst(4096);
   const nvme::status st = read_blocks(qp, 17, 8, dst.data());
@@ -255,7 +255,7 @@ TEST_P(HostController, ManyThreadsRandomReadsAllVerified) {
 TEST_P(HostController, LbaOutOfRangeThenKeepsServing) {
   pattern_file f(64 * block);
   auto ctl = make(f, test_options(GetParam(), 1, 4, 1));
-  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  const queue_pair_ref qp = ctl->device_ref().queues.pick(0);
   std::vector<std::byte> dst(4096);
   struct {
     std::uint64_t slba;
@@ -294,7 +294,7 @@ TEST_P(HostController, BadNamespace) {
 TEST_P(HostController, WriteIsInvalidOpcodeForNow) {
   pattern_file f(64 * block);
   auto ctl = make(f, test_options(GetParam(), 1, 4, 1));
-  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  const queue_pair_ref qp = ctl->device_ref().queues.pick(0);
   std::vector<std::byte> src(4096, std::byte{1});
   const nvme::status st =
       execute(qp, nvme::make_rw(nvme::opcode::write, 0, 0, 0, 1, 0), src.data());
@@ -312,7 +312,7 @@ TEST_P(HostController, WriteIsInvalidOpcodeForNow) {
 TEST_P(HostController, FlushSucceeds) {
   pattern_file f(64 * block);
   auto ctl = make(f, test_options(GetParam(), 1, 4, 1));
-  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  const queue_pair_ref qp = ctl->device_ref().queues.pick(0);
   for (int i = 0; i < 5; ++i) {
     const nvme::status st = execute(qp, nvme::make_flush(0, 0), nullptr);
     EXPECT_TRUE(st.success()) << describe(st);
@@ -324,7 +324,7 @@ TEST_P(HostController, FlushSucceeds) {
 TEST_P(HostController, TransferLargerThanSlotIsInvalidField) {
   pattern_file f(64 * block);
   auto ctl = make(f, test_options(GetParam(), 1, 4, 1), 2048);
-  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  const queue_pair_ref qp = ctl->device_ref().queues.pick(0);
   std::vector<std::byte> dst(8192);
   nvme::status st = read_blocks(qp, 0, 5, dst.data());
   EXPECT_EQ(st.code(), nvme::sc::invalid_field) << describe(st);
@@ -337,7 +337,7 @@ TEST_P(HostController, PartialLastBlockIsZeroFilled) {
   const std::uint64_t size = 9 * block + 100;  // 10 blocks, the last one 100 bytes
   pattern_file f(size);
   auto ctl = make(f, test_options(GetParam(), 1, 4, 1));
-  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  const queue_pair_ref qp = ctl->device_ref().queues.pick(0);
   // Dirty the staging (ours, or the controller's own via a full read) so a
   // missing zero-fill shows.
   if (qp.staging) std::memset(qp.staging, 0xAB, std::size_t{qp.depth} * qp.slot_bytes);
@@ -558,7 +558,7 @@ TEST(HostControllerDirect, AlignedReadsAndUnalignedRejected) {
     host_controller ctl(file, o, 4096);
     const std::uint32_t align_blocks = std::max<std::uint32_t>(align / block, 1);
     random_reads(ctl, size, 4, 300, 8, align_blocks);
-    const queue_pair_ref& qp = ctl.device_ref().queues.pick(0);
+    const queue_pair_ref qp = ctl.device_ref().queues.pick(0);
     // The partial last line.
     const std::uint64_t capacity = file->capacity_blocks();
     const std::uint64_t last = (capacity - 1) / align_blocks * align_blocks;
@@ -596,7 +596,7 @@ TEST(HostControllerDirect, BlockDeviceFromEnvironment) {
     options o = test_options(d, 2, 8, 1);
     o.direct = direct_io::on;
     host_controller ctl(file, o, 4 * align);
-    const queue_pair_ref& qp = ctl.device_ref().queues.pick(0);
+    const queue_pair_ref qp = ctl.device_ref().queues.pick(0);
     std::mt19937_64 rng(7);
     std::vector<std::byte> got(4 * align), want(4 * align);
     for (int i = 0; i < 500; ++i) {
