@@ -32,9 +32,9 @@ fi
 
 if [ "$what" = all ] || [ "$what" = tests ]; then
   echo "== GPU tests" >&2
-  (cd "$build" && ctest -L gpu --output-on-failure --timeout 900) >"$out/tests.log" 2>&1 || status=1
+  (cd "$build" && ctest -L gpu --output-on-failure --timeout 240) >"$out/tests.log" 2>&1 || status=1
   echo "== CPU tests" >&2
-  (cd "$build" && ctest -LE gpu -j 8 --output-on-failure --timeout 900) >>"$out/tests.log" 2>&1 || status=1
+  (cd "$build" && ctest -LE gpu -j 8 --output-on-failure --timeout 240) >>"$out/tests.log" 2>&1 || status=1
   grep -E "tests passed|tests failed|Failed|\*\*\*" "$out/tests.log" >&2
   echo "== demo" >&2
   "$build/apps/warpstore-demo" --file /tmp/warpstore-demo.bin >"$out/demo.log" 2>&1 || status=1

@@ -34,7 +34,9 @@ inline config parse(int argc, char** argv, std::uint64_t default_size, std::uint
       .option("cache-fraction", "N", "8", "cache is 1/N of the file")
       .option("reads", "COUNT", std::to_string(default_reads), "random elements to read")
       .option("controller", "NAME", "host", "host (io_uring threads) or memory (pinned host copy)")
-      .option("service-threads", "N", "8", "host controller threads");
+      .option("service-threads", "N", "8", "host controller threads")
+      .option("direct", "off|auto|on", "off",
+              "O_DIRECT for the host controller (the new file is in the page cache)");
   const bench::parsed_args a = p.parse(argc, argv);
   if (a.wants_help()) {
     std::fputs(p.help().c_str(), stdout);
@@ -49,6 +51,7 @@ inline config parse(int argc, char** argv, std::uint64_t default_size, std::uint
   c.opts.controller = parse_controller(a.choice("controller", {"host", "memory"}));
   c.opts.service_threads = static_cast<std::uint32_t>(a.count("service-threads"));
   c.opts.cache_bytes = c.cache_bytes;
+  c.opts.direct = parse_direct(a.str("direct"));
   return c;
 }
 

@@ -186,9 +186,11 @@ struct queue_pair_ref {
                detail::memory_order_acquire) == tail + 1)
       ++tail;
     if (tail != start) {
+      // The tail is published before the doorbell: a completion that reports
+      // an SQ head up to it must find it (see retire_completions).
+      tail_ref.store(tail, detail::memory_order_release);
       detail::system_atomic<std::uint32_t>(*sq_tail_doorbell)
           .store(static_cast<std::uint32_t>(tail & (depth - 1)), detail::memory_order_release);
-      tail_ref.store(tail, detail::memory_order_release);
     }
     lock.store(0, detail::memory_order_release);
   }
@@ -206,8 +208,6 @@ struct queue_pair_ref {
     std::uint64_t head = start;
     std::uint64_t sq_head = detail::device_atomic<std::uint64_t>(state->sq_head).load(
         detail::memory_order_relaxed);
-    const std::uint64_t tail =
-        detail::device_atomic<std::uint64_t>(state->tail).load(detail::memory_order_relaxed);
     constexpr std::uint32_t batch = 8;
     for (;;) {
       const std::uint32_t first = static_cast<std::uint32_t>(head & (depth - 1));
@@ -221,6 +221,9 @@ struct queue_pair_ref {
       while (found < n && nvme::dw3_phase(dw3[found]) == expected_phase) ++found;
       if (found == 0) break;
       detail::fence_acquire_system();  // orders the bytes behind the entries we saw
+      // Read after the entries: every head they report is at most this tail.
+      const std::uint64_t tail =
+          detail::device_atomic<std::uint64_t>(state->tail).load(detail::memory_order_relaxed);
       for (std::uint32_t j = 0; j < found; ++j) {
         const std::uint16_t cid = nvme::dw3_cid(dw3[j]);
         std::uint32_t pending = 0;

@@ -59,6 +59,7 @@ TEST_P(GpuQueue, ManyThreadsFewQueuesEveryByteChecked) {
   o.queue_pairs = 8;
   o.queue_depth = 256;
   o.service_threads = 4;
+  o.direct = direct_io::off;
   o.timeout_ns = 60'000'000'000ull;
   auto ctl = make_controller(file.path(), o);
   const unsigned threads = GetParam().threads;
