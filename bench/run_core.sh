@@ -24,6 +24,7 @@ run() {
 }
 
 rm -f "$root/bench/results/core.json"  # each full run rewrites the study
+if [ "${ESSENTIAL:-0}" != 1 ]; then  # ESSENTIAL=1: only the figures the core issue names
 run ceilings --cpu-threads "${CPU_THREADS:-1,4,8,14}"
 # Host controller on the page-cache-resident file (buffered), then once on the disk (O_DIRECT).
 host=(--controller host --direct off --service-threads "$service")
@@ -34,6 +35,7 @@ run block --controller host --direct on --service-threads "$service" --request 4
   --requests-per-thread 4 --name block.host.direct.random4k
 run block --controller memory --request 4K
 run block --controller memory --request 512
+fi
 
 # Element reads through the cache: the figures the core issue names.
 run array --controller memory --line-size 4K --name array.memory.random4k.cold
@@ -42,6 +44,7 @@ run array "${host[@]}" --line-size 4K --figure lines --name array.host.pagecache
 run array --controller host --direct on --service-threads 2 --uring-depth 64 --threads 64K \
   --line-size 4K --figure lines --name array.host.direct.random4k.cold
 run array --mode hot --controller memory --cache-bytes 4GiB --name array.hot.coalesced4b
+[ "${ESSENTIAL:-0}" = 1 ] && { [ ${#failed[@]} -eq 0 ] && exit 0 || exit 1; }
 # How throughput scales: GPU threads and line size (memory controller), queue
 # pairs and service threads (host controller, page cache).
 run array --controller memory --threads 1K,4K,16K,64K,256K,1M --reads-per-thread 2

@@ -125,9 +125,10 @@ struct queue_pair_ref {
     }
     detail::device_atomic<std::uint32_t>(completions[slot]).store(0, detail::memory_order_relaxed);
     write_entry(sq + slot, cmd);
-    // Device scope is enough: the tail mover acquires the mark and then rings
-    // the doorbell with a system-scope release, which carries this entry.
-    detail::device_atomic<std::uint64_t>(marks[slot]).store(ticket + 1,
+    // System scope: the entry went to host memory, and the thread that rings
+    // the doorbell for it is another one; its own fence does not wait for
+    // this thread's writes across PCIe.
+    detail::system_atomic<std::uint64_t>(marks[slot]).store(ticket + 1,
                                                             detail::memory_order_release);
     return nvme::status::ok();
   }
@@ -182,7 +183,7 @@ struct queue_pair_ref {
     const std::uint64_t start = tail_ref.load(detail::memory_order_relaxed);
     std::uint64_t tail = start;
     while (tail - start < depth &&
-           detail::device_atomic<std::uint64_t>(marks[slot_of(tail)]).load(
+           detail::system_atomic<std::uint64_t>(marks[slot_of(tail)]).load(
                detail::memory_order_acquire) == tail + 1)
       ++tail;
     if (tail != start) {
