@@ -39,7 +39,7 @@ struct alignas(128) cache_counters {
   std::uint64_t evictions;   // valid lines replaced
   std::uint64_t writebacks;  // dirty lines written (write path)
   std::uint64_t bytes_read;  // bytes brought into the cache
-  std::uint64_t retries;     // lookups repeated (line busy, set locked, no victim)
+  std::uint64_t retries;     // accesses that had to look again (line busy, no victim)
   std::uint64_t errors;      // fills that failed
 };
 
@@ -94,6 +94,9 @@ struct cache_ref {
   }
 
   // Pins the line of `k` for `pins` readers, or claims a line to fill.
+  // Never spins: a caller told to retry holds nothing and should back off.
+  // Under contention (more lines wanted at once than the cache holds) the
+  // losers touch only plain loads, so the winners' atomics stay fast.
   WARPSTORE_HD acquire_result acquire(std::uint64_t k, std::uint32_t pin_count) const {
     const std::uint32_t set = set_of(k);
     const std::uint32_t base = set * ways;
@@ -102,6 +105,8 @@ struct cache_ref {
     const std::uint32_t found = find_way(base, k);
     if (found < ways) {
       const std::uint32_t i = base + found;
+      if ((state(i).load(detail::memory_order_relaxed) & line_state::busy) != 0)
+        return {0, acquire_kind::retry};  // being filled: look again later
       const std::uint32_t old = state(i).fetch_add(pin_count, detail::memory_order_acquire);
       if ((old & (line_state::valid | line_state::busy)) == line_state::valid &&
           tag(i).load(detail::memory_order_relaxed) == k) {
@@ -111,22 +116,18 @@ struct cache_ref {
         return {i, acquire_kind::hit};
       }
       state(i).fetch_sub(pin_count, detail::memory_order_relaxed);
-      count(&cache_counters::retries);
       return {0, acquire_kind::retry};  // being filled or replaced: look again later
     }
-    // Miss path: one inserter per set at a time.
+    // Miss path. A set whose every way is pinned or busy has no victim: say
+    // so without touching the lock.
+    if (!has_candidate(base)) return {0, acquire_kind::retry};
     detail::device_atomic<std::uint32_t> lock(set_locks[set]);
     if (lock.load(detail::memory_order_relaxed) != 0 ||
-        lock.exchange(1, detail::memory_order_acquire) != 0) {
-      count(&cache_counters::retries);
+        lock.exchange(1, detail::memory_order_acquire) != 0)
       return {0, acquire_kind::retry};
-    }
-    for (std::uint32_t w = 0; w < ways; ++w) {
-      if (tag(base + w).load(detail::memory_order_relaxed) == k) {  // inserted meanwhile
-        lock.store(0, detail::memory_order_release);
-        count(&cache_counters::retries);
-        return {0, acquire_kind::retry};
-      }
+    if (find_way(base, k) < ways) {  // inserted meanwhile
+      lock.store(0, detail::memory_order_release);
+      return {0, acquire_kind::retry};
     }
     const std::uint32_t hand = set_hands[set];
     for (std::uint32_t step = 0; step < 2 * ways; ++step) {
@@ -151,7 +152,6 @@ struct cache_ref {
       return {i, acquire_kind::fill};
     }
     lock.store(0, detail::memory_order_release);
-    count(&cache_counters::retries);
     return {0, acquire_kind::retry};  // every way pinned or busy
   }
 
@@ -174,6 +174,27 @@ struct cache_ref {
   }
 
  private:
+  // Whether some way of the set could become a victim (no pins, not busy,
+  // not dirty). A hint read with plain loads; the CAS decides.
+  WARPSTORE_HD bool has_candidate(std::uint32_t base) const {
+    constexpr std::uint32_t blocked = line_state::pins | line_state::busy | line_state::dirty;
+#if WARPSTORE_ON_GPU
+    if ((ways & 3u) == 0) {
+      const auto* quads = reinterpret_cast<const uint4*>(states + base);
+      for (std::uint32_t w = 0; w < ways / 4; ++w) {
+        const uint4 q = __ldcg(quads + w);
+        if (((q.x & blocked) == 0) || ((q.y & blocked) == 0) || ((q.z & blocked) == 0) ||
+            ((q.w & blocked) == 0))
+          return true;
+      }
+      return false;
+    }
+#endif
+    for (std::uint32_t w = 0; w < ways; ++w)
+      if ((state(base + w).load(detail::memory_order_relaxed) & blocked) == 0) return true;
+    return false;
+  }
+
   // Way of set `base` holding tag `k`, or `ways` if none.
   WARPSTORE_HD std::uint32_t find_way(std::uint32_t base, std::uint64_t k) const {
 #if WARPSTORE_ON_GPU

@@ -93,7 +93,7 @@ INSTANTIATE_TEST_SUITE_P(
     });
 
 TEST(GpuQueueDeadline, UnservedQueueTimesOutWithAStatus) {
-  detail::queue_pairs qp(1, 16, 4096, true, 200'000'000ull);  // nobody serves it
+  detail::queue_pairs qp(1, 32, 4096, true, 200'000'000ull);  // nobody serves it
   io_ref io{};
   io.kind = io_kind::queues;
   io.queues = qp.device_ref();

@@ -165,6 +165,7 @@ struct array_ref {
     detail::line_grant g;
     bool pending = want;
     detail::deadline dl(timeout_ns);
+    std::uint32_t round = 0;
     while (detail::warp::ballot(mask, pending) != 0) {
       const std::uint64_t k = pending ? cache_ref::key(source, line) : 0;
       const unsigned group = detail::warp::match_any(mask, k);
@@ -198,6 +199,10 @@ struct array_ref {
         g.ok = got == 1;
         g.pins = is_leader ? detail::warp::popcount(group) : 0;
       }
+      const unsigned waiting = detail::warp::ballot(mask, pending);
+      if (round == 0 && waiting != 0 && detail::warp::lane() == detail::warp::first_lane(waiting))
+        cache.count(&cache_counters::retries, detail::warp::popcount(waiting));
+      ++round;
       if (pending) {
         if (dl.expired()) {
           pending = false;
@@ -206,7 +211,10 @@ struct array_ref {
                                             nvme::sc::deadline_exceeded),
                          index, 0);
         } else {
-          dl.pause();
+          // Exponential backoff: when more lines are wanted at once than the
+          // cache holds, waiting lanes must leave the memory system to the
+          // fills that free lines.
+          detail::backoff(64u << (round < 9 ? round : 9));
         }
       }
     }
