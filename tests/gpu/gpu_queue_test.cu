@@ -6,6 +6,7 @@
 #include "warpstore/controller.h"
 #include "warpstore/cuda_check.h"
 #include "warpstore/detail/queue_pairs.h"
+#include "warpstore/error.h"
 
 using namespace warpstore;
 
@@ -108,9 +109,14 @@ TEST(GpuQueueDeadline, UnservedQueueTimesOutWithAStatus) {
   WARPSTORE_CUDA_TRY(cudaMemcpy(host, out, sizeof host, cudaMemcpyDeviceToHost));
   cudaFree(dst);
   cudaFree(out);
+  // The first wait to expire marks the pair failed; the rest fail fast.
+  int late = 0;
   for (int i = 0; i < 64; ++i) {
     const nvme::status st{host[i]};
-    EXPECT_EQ(st.type(), nvme::status_type::vendor) << i;
-    EXPECT_EQ(st.code(), nvme::sc::deadline_exceeded) << i;
+    const bool deadline = st.type() == nvme::status_type::vendor && st.code() == nvme::sc::deadline_exceeded;
+    const bool aborted = st.type() == nvme::status_type::generic && st.code() == nvme::sc::abort_requested;
+    EXPECT_TRUE(deadline || aborted) << i << ": " << describe(st);
+    late += deadline;
   }
+  EXPECT_GE(late, 1);
 }
