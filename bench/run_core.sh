@@ -24,10 +24,10 @@ run() {
 }
 
 rm -f "$root/bench/results/core.json"  # each full run rewrites the study
-if [ "${ESSENTIAL:-0}" != 1 ]; then  # ESSENTIAL=1: only the figures the core issue names
-run ceilings --cpu-threads "${CPU_THREADS:-1,4,8,14}"
 # Host controller on the page-cache-resident file (buffered), then once on the disk (O_DIRECT).
 host=(--controller host --direct off --service-threads "$service")
+if [ "${ESSENTIAL:-0}" != 1 ]; then  # ESSENTIAL=1: only the figures the core issue names
+run ceilings --cpu-threads "${CPU_THREADS:-1,4,8,14}"
 run block "${host[@]}" --request 4K
 run block "${host[@]}" --request 512
 run block "${host[@]}" --request 64K --pattern sequential --threads 32K

@@ -42,9 +42,11 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
     (cd "$build" && ctest -LE gpu -j 8 --output-on-failure --timeout 240) >>"$out/tests.log" 2>&1 || status=1
   fi
   grep -E "^\[  (PASSED|FAILED) |tests passed|tests failed|FAILED:" "$out/tests.log" >&2
+  if [ "${DEMO:-1}" = 1 ]; then
   echo "== demo" >&2
   timeout 120 "$build/apps/warpstore-demo" --file /tmp/warpstore-demo.bin >"$out/demo.log" 2>&1 || status=1
   cat "$out/demo.log" >&2
+  fi
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then

@@ -31,6 +31,18 @@ struct pinned_line {
     data = nullptr;
     state = nullptr;
   }
+  // Warp-collective release for lanes of `mask` that pinned the same line
+  // together (a warp walking one line): one atomic instead of one per lane.
+  WARPSTORE_HD void release_together(unsigned mask) {
+    detail::warp::sync(mask);  // every lane's reads are done before the unpin
+    const bool valid_here = state != nullptr;
+    const unsigned holders = detail::warp::ballot(mask, valid_here);
+    if (valid_here && detail::warp::lane() == detail::warp::first_lane(holders))
+      detail::device_atomic<std::uint32_t>(*state).fetch_sub(detail::warp::popcount(holders),
+                                                             detail::memory_order_release);
+    data = nullptr;
+    state = nullptr;
+  }
 };
 
 namespace detail {
