@@ -79,7 +79,7 @@ __global__ void hot_pinned_kernel(array_ref<std::uint32_t> a, std::uint64_t elem
       pinned_line<std::uint32_t> line = a.pin(l * per_line + lane);
       const std::uint32_t* d = line.data;
       if (d != nullptr) {
-#pragma unroll 16
+#pragma unroll 8
         for (std::uint64_t k = lane; k < per_line; k += 32) s += d[k];
       }
       line.release_together(0xFFFFFFFFu);

@@ -43,10 +43,7 @@ run array --controller memory --line-size 512 --figure lines --name array.memory
 run array "${host[@]}" --line-size 4K --figure lines --name array.host.pagecache.random4k.cold
 run array --controller host --direct on --service-threads 2 --uring-depth 64 --threads 64K \
   --line-size 4K --figure lines --name array.host.direct.random4k.cold
-# Hot: 64 KiB lines (a warp pins a line once per 64 KiB it reads), and the
-# default 4 KiB lines for comparison; each also through x[i] (".operator").
-run array --mode hot --controller memory --cache-bytes 4GiB --line-size 64K --name array.hot.coalesced4b
-run array --mode hot --controller memory --cache-bytes 4GiB --line-size 4K --name array.hot.coalesced4b.line4k
+run array --mode hot --controller memory --cache-bytes 4GiB --name array.hot.coalesced4b
 [ "${ESSENTIAL:-0}" = 1 ] && { [ ${#failed[@]} -eq 0 ] && exit 0 || exit 1; }
 # How throughput scales: GPU threads and line size (memory controller), queue
 # pairs and service threads (host controller, page cache).
