@@ -18,7 +18,6 @@
 #include <thread>
 
 #include "bench/ceilings/kernels.cuh"
-#include "bench/ceilings/uring_reader.h"
 #include "bench/common/gpu.cuh"
 #include "bench/common/timing.h"
 #include "bench/subcommands.h"
@@ -125,8 +124,8 @@ void declare_array(command_spec& cmd) {
   const options env = options::from_environment();
   declare_file_options(cmd);
   declare_trace_options(cmd);
-  cmd.option("controller", "host|memory", to_string(env.controller), "what serves the cache's misses")
-      .option("mode", "cold|hot", "cold", "cold: misses from storage; hot: coalesced reads of cached lines")
+  declare_controller_options(cmd);
+  cmd.option("mode", "cold|hot", "cold", "cold: misses from storage; hot: coalesced reads of cached lines")
       .option("threads", "LIST", "1M", "GPU threads (cold); a list sweeps, e.g. 1K,16K,256K,1M")
       .option("block-threads", "N", "256", "threads per thread block (multiple of 32)")
       .option("reads-per-thread", "N", "1", "cold reads per thread")
@@ -134,12 +133,6 @@ void declare_array(command_spec& cmd) {
       .option("cache-bytes", "BYTES", "4GiB", "cache size")
       .option("ways", "N", std::to_string(env.ways), "lines per cache set")
       .option("hot-passes", "N", "20", "hot: timed passes over the region")
-      .option("queues", "N", std::to_string(env.queue_pairs), "queue pairs (0: one per multiprocessor)")
-      .option("depth", "N", std::to_string(env.queue_depth), "entries per queue pair")
-      .option("service-threads", "N", std::to_string(env.service_threads), "host controller threads")
-      .option("uring-depth", "N", std::to_string(env.uring_depth), "io_uring entries per service thread")
-      .option("direct", "off|auto|on", to_string(env.direct), "O_DIRECT for the host controller")
-      .option("delivery", "pull|copy", to_string(env.deliver), "host controller delivery")
       .option("figure", "gbps|lines", "gbps",
               "cold: which figure carries the result name (the other gets a suffix)")
       .option("name", "NAME", "", "result name (with one configuration) [default: derived]")
@@ -147,14 +140,7 @@ void declare_array(command_spec& cmd) {
 }
 
 void run_array(const parsed_args& args, report& out) {
-  options opts = options::from_environment();
-  opts.controller = parse_controller(args.str("controller"));
-  opts.queue_pairs = static_cast<std::uint32_t>(args.count("queues"));
-  opts.queue_depth = static_cast<std::uint32_t>(args.count("depth"));
-  opts.service_threads = static_cast<std::uint32_t>(args.count("service-threads"));
-  opts.uring_depth = static_cast<std::uint32_t>(args.count("uring-depth"));
-  opts.direct = parse_direct(args.str("direct"));
-  opts.deliver = parse_delivery(args.str("delivery"));
+  options opts = controller_options(args);
   opts.ways = static_cast<std::uint32_t>(args.count("ways"));
   opts.cache_bytes = args.size("cache-bytes");
   const bool hot = args.choice("mode", {"cold", "hot"}) == "hot";
@@ -256,9 +242,7 @@ void run_array(const parsed_args& args, report& out) {
     const std::uint64_t lines = (a.size() * 8) / line_size;
     const std::uint64_t max_threads = *std::max_element(thread_counts.begin(), thread_counts.end());
     const bench_trace tr(args, lines, max_threads * rounds);
-    std::optional<double> ceiling_gbps, ceiling_lps;
-    std::string ceiling_name;
-    json::object ceiling_params;
+    std::optional<ceiling_figure> ceiling;
     for (const std::uint64_t threads : thread_counts) {
       c->clear();
       c->reset_stats();
@@ -275,50 +259,18 @@ void run_array(const parsed_args& args, report& out) {
       const std::uint64_t reads = threads * rounds;
 
       // The ceiling, once per line size, over the same trace and request count.
-      if (!args.flag("no-ceiling") && !ceiling_gbps) {
+      if (!args.flag("no-ceiling") && !ceiling) {
         if (host) {
           // Let the idle service threads fall back to napping first.
           std::this_thread::sleep_for(std::chrono::milliseconds(300));
-          uring_reader_config u;
-          u.path = file.path;
-          u.threads = o.service_threads;
-          u.queue_depth = o.uring_depth;
-          u.block_bytes = static_cast<std::uint32_t>(line_size);
-          u.requests = reads;
-          u.trace = tr.host();
-          u.direct = direct_used ? direct_mode::on : direct_mode::off;
-          u.file_seed = file.seed;
-          u.alloc = pinned_alloc;
-          u.release = pinned_free;
-          const uring_reader_result r = run_uring_reader(u);
-          if (r.errors != 0 || r.mismatches != 0)
-            throw runtime_error("io_uring ceiling failed: " + std::to_string(r.errors) + " errors, " +
-                                std::to_string(r.mismatches) + " wrong words " + r.first_error);
-          ceiling_gbps = r.gbps;
-          ceiling_lps = r.iops;
-          ceiling_name = "io_uring " + std::string(tr.pattern()) + " " + format_size(line_size) +
-                         " reads, " + std::to_string(u.threads) + " threads, QD " +
-                         std::to_string(u.queue_depth) + (r.direct ? ", O_DIRECT" : ", buffered") +
-                         ", same trace";
+          ceiling = uring_ceiling(file, o, direct_used, tr, reads, static_cast<std::uint32_t>(line_size));
         } else {
-          copy_config cc;
-          cc.source = ctrl->device_ref().memory.data;
-          cc.source_bytes = ctrl->device_ref().memory.capacity_blocks << nvme::block_shift;
-          cc.tr = tr.device();
-          cc.lines = reads;
-          cc.line_bytes = static_cast<std::uint32_t>(line_size);
-          cc.file_seed = file.seed;
-          const copy_result p = pinned_random_copy(cc);
-          if (p.mismatches != 0) throw runtime_error("pinned copy ceiling read wrong data");
-          ceiling_gbps = p.gbps;
-          ceiling_lps = p.lines_per_s;
-          ceiling_name = "pinned-memory " + std::string(tr.pattern()) + " " + format_size(line_size) +
-                         " line copy kernel, same trace";
+          ceiling = pinned_ceiling(file, ctrl->device_ref().memory, tr, reads,
+                                   static_cast<std::uint32_t>(line_size));
         }
       }
 
       json::object params = json::object_builder()
-                                .add("controller", to_string(o.controller))
                                 .add("threads", threads)
                                 .add("block_threads", block_threads)
                                 .add("reads", reads)
@@ -332,14 +284,9 @@ void run_array(const parsed_args& args, report& out) {
                                 .add("seconds", secs)
                                 .done();
       tr.add_params(params);
-      if (host) {
-        params.push_back({"queues", static_cast<unsigned long long>(ctrl->device_ref().queues.count)});
-        params.push_back({"depth", o.queue_depth});
-        params.push_back({"service_threads", o.service_threads});
-        params.push_back({"uring_depth", o.uring_depth});
-        params.push_back({"direct", direct_used});
-        params.push_back({"delivery", to_string(o.deliver)});
-      }
+      add_controller_params(params, o, *ctrl);
+      if (ceiling)
+        for (const auto& kv : ceiling->params) params.push_back(kv);
       std::string name = args.str("name");
       if (name.empty()) {
         name = base + "." + tr.pattern() + size_tag(line_size) + ".cold";
@@ -348,9 +295,12 @@ void run_array(const parsed_args& args, report& out) {
       const double gbps = gb_per_s(static_cast<double>(s.bytes_read), secs);
       const double lps = per_s(static_cast<double>(s.misses), secs);
       const bool per_line = args.choice("figure", {"gbps", "lines"}) == "lines";
-      out.results.push_back(result{per_line ? name + ".gbps" : name, gbps, "GB/s", ceiling_gbps,
+      const std::string ceiling_name = ceiling ? ceiling->name : std::string();
+      out.results.push_back(result{per_line ? name + ".gbps" : name, gbps, "GB/s",
+                                   ceiling ? std::optional<double>(ceiling->gbps) : std::nullopt,
                                    ceiling_name, true, wrong.value(), params});
-      out.results.push_back(result{per_line ? name : name + ".lines", lps, "lines/s", ceiling_lps,
+      out.results.push_back(result{per_line ? name : name + ".lines", lps, "lines/s",
+                                   ceiling ? std::optional<double>(ceiling->per_s) : std::nullopt,
                                    ceiling_name, true, wrong.value(), std::move(params)});
     }
   }

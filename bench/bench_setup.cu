@@ -1,6 +1,8 @@
 // Options and setup shared by the subcommands of warpstore-bench.
 #include <cstdio>
 
+#include "bench/ceilings/kernels.cuh"
+#include "bench/ceilings/uring_reader.h"
 #include "bench/common/files.h"
 #include "bench/common/zipf.h"
 #include "bench/subcommands.h"
@@ -69,5 +71,98 @@ std::string size_tag(std::uint64_t bytes) {
 
 void* pinned_alloc(std::size_t bytes) { return runtime::alloc_host_mapped(bytes); }
 void pinned_free(void* p) { runtime::free_host_mapped(p); }
+
+void declare_controller_options(command_spec& cmd) {
+  const options env = options::from_environment();
+  cmd.option("controller", "host|memory", to_string(env.controller), "what serves the queues")
+      .option("queues", "N", std::to_string(env.queue_pairs), "queue pairs (0: one per multiprocessor)")
+      .option("depth", "N", std::to_string(env.queue_depth), "entries per queue pair (power of two)")
+      .option("service-threads", "N", std::to_string(env.service_threads),
+              "host controller CPU threads; the io_uring ceiling uses as many")
+      .option("uring-depth", "N", std::to_string(env.uring_depth),
+              "io_uring entries per service thread; the ceiling's queue depth")
+      .option("direct", "off|auto|on", to_string(env.direct), "O_DIRECT for the host controller")
+      .option("delivery", "pull|copy", to_string(env.deliver),
+              "host controller delivery: GPU pulls staging, or copy engine pushes");
+}
+
+options controller_options(const parsed_args& args) {
+  options opts = options::from_environment();
+  opts.controller = parse_controller(args.str("controller"));
+  opts.queue_pairs = static_cast<std::uint32_t>(args.count("queues"));
+  opts.queue_depth = static_cast<std::uint32_t>(args.count("depth"));
+  opts.service_threads = static_cast<std::uint32_t>(args.count("service-threads"));
+  opts.uring_depth = static_cast<std::uint32_t>(args.count("uring-depth"));
+  opts.direct = parse_direct(args.str("direct"));
+  opts.deliver = parse_delivery(args.str("delivery"));
+  return opts;
+}
+
+void add_controller_params(json::object& params, const options& opts, const controller& ctrl) {
+  params.push_back({"controller", ctrl.name()});
+  if (opts.controller != controller_kind::host) return;
+  params.push_back({"queues", static_cast<unsigned long long>(ctrl.device_ref().queues.count)});
+  params.push_back({"depth", opts.queue_depth});
+  params.push_back({"service_threads", opts.service_threads});
+  params.push_back({"uring_depth", opts.uring_depth});
+  params.push_back({"direct", ctrl.file().direct()});
+  params.push_back({"delivery", to_string(opts.deliver)});
+}
+
+ceiling_figure uring_ceiling(const bench_file& file, const options& opts, bool direct,
+                             const bench_trace& tr, std::uint64_t requests, std::uint32_t bytes) {
+  uring_reader_config c;
+  c.path = file.path;
+  c.threads = opts.service_threads;
+  c.queue_depth = opts.uring_depth;
+  c.block_bytes = bytes;
+  c.requests = requests;
+  c.trace = tr.host();
+  c.direct = direct ? direct_mode::on : direct_mode::off;
+  c.file_seed = file.seed;
+  c.alloc = pinned_alloc;
+  c.release = pinned_free;
+  const uring_reader_result u = run_uring_reader(c);
+  if (u.errors != 0)
+    throw runtime_error("io_uring ceiling: " + std::to_string(u.errors) + " reads failed; first: " +
+                        u.first_error);
+  if (u.mismatches != 0)
+    throw runtime_error("io_uring ceiling read wrong data: " + std::to_string(u.mismatches) +
+                        " words differ from the pattern");
+  ceiling_figure f;
+  f.gbps = u.gbps;
+  f.per_s = u.iops;
+  f.name = "io_uring " + std::string(tr.pattern()) + " " + format_size(bytes) + " reads, " +
+           std::to_string(c.threads) + " threads, QD " + std::to_string(c.queue_depth) +
+           (u.direct ? ", O_DIRECT" : ", buffered") + (u.fixed_buffers ? ", fixed buffers" : "") +
+           ", same trace";
+  f.params.push_back({"ceiling_fixed_buffers", u.fixed_buffers});
+  f.params.push_back({"ceiling_mismatches", static_cast<unsigned long long>(u.mismatches)});
+  return f;
+}
+
+ceiling_figure pinned_ceiling(const bench_file& file, const memory_source_ref& source,
+                              const bench_trace& tr, std::uint64_t requests, std::uint32_t bytes,
+                              std::uint64_t dst_bytes) {
+  copy_config c;
+  c.source = source.data;
+  c.source_bytes = source.capacity_blocks << nvme::block_shift;
+  c.tr = tr.device();
+  c.lines = requests;
+  c.line_bytes = bytes;
+  c.file_seed = file.seed;
+  c.dst_bytes = dst_bytes;
+  const copy_result p = pinned_random_copy(c);
+  if (p.mismatches != 0)
+    throw runtime_error("pinned copy ceiling read wrong data: " + std::to_string(p.mismatches) +
+                        " words differ from the pattern");
+  ceiling_figure f;
+  f.gbps = p.gbps;
+  f.per_s = p.lines_per_s;
+  f.name = "pinned-memory " + std::string(tr.pattern()) + " " + format_size(bytes) +
+           " line copy kernel, same trace";
+  f.params.push_back({"ceiling_mismatches", static_cast<unsigned long long>(p.mismatches)});
+  return f;
+}
 
 }  // namespace warpstore::bench

@@ -33,24 +33,14 @@ __global__ void block_read_kernel(io_ref io, trace tr, std::uint64_t threads, st
 }  // namespace
 
 void declare_block(command_spec& cmd) {
-  const options env = options::from_environment();  // WARPSTORE_* variables set the defaults
   declare_file_options(cmd);
   declare_trace_options(cmd);
-  cmd.option("controller", "host|memory", to_string(env.controller), "what serves the queues")
-      .option("threads", "N", "128K", "GPU threads in all (1K .. 1M); each issues its own reads")
+  declare_controller_options(cmd);
+  cmd.option("threads", "N", "128K", "GPU threads in all (1K .. 1M); each issues its own reads")
       .option("block-threads", "N", "256", "threads per thread block (multiple of 32)")
       .option("request", "BYTES", "4K", "bytes per read: a multiple of 512, 512 to 64K")
       .option("requests-per-thread", "N", "8", "timed reads per thread")
       .option("warmup", "N", "1", "untimed (but verified) reads per thread before the timed ones")
-      .option("queues", "N", std::to_string(env.queue_pairs), "queue pairs (0: one per multiprocessor)")
-      .option("depth", "N", std::to_string(env.queue_depth), "entries per queue pair (power of two)")
-      .option("service-threads", "N", std::to_string(env.service_threads),
-              "host controller CPU threads; the io_uring ceiling uses as many")
-      .option("uring-depth", "N", std::to_string(env.uring_depth),
-              "io_uring entries per service thread; the ceiling's queue depth")
-      .option("direct", "off|auto|on", to_string(env.direct), "O_DIRECT for the host controller")
-      .option("delivery", "pull|copy", to_string(env.deliver),
-              "host controller delivery: GPU pulls staging, or copy engine pushes")
       .option("dst-bytes", "BYTES", "4GiB", "device destination buffer; more requests go in rounds")
       .option("name", "NAME", "", "result name [default: block.<controller>.<pattern><request>]")
       .flag("no-ceiling", "skip the ceiling measurement");
@@ -58,14 +48,7 @@ void declare_block(command_spec& cmd) {
 
 void run_block(const parsed_args& args, report& out) {
   // ---- options ----
-  options opts = options::from_environment();
-  opts.controller = parse_controller(args.str("controller"));
-  opts.queue_pairs = static_cast<std::uint32_t>(args.count("queues"));
-  opts.queue_depth = static_cast<std::uint32_t>(args.count("depth"));
-  opts.service_threads = static_cast<std::uint32_t>(args.count("service-threads"));
-  opts.uring_depth = static_cast<std::uint32_t>(args.count("uring-depth"));
-  opts.direct = parse_direct(args.str("direct"));
-  opts.deliver = parse_delivery(args.str("delivery"));
+  options opts = controller_options(args);
 
   const std::uint64_t request = args.size("request");
   if (request < 512 || request > 65536 || request % 512 != 0)
@@ -139,7 +122,6 @@ void run_block(const parsed_args& args, report& out) {
 
   // ---- params ----
   json::object params = json::object_builder()
-                            .add("controller", to_string(opts.controller))
                             .add("threads", threads)
                             .add("block_threads", block_threads)
                             .add("request", request)
@@ -147,15 +129,8 @@ void run_block(const parsed_args& args, report& out) {
                             .add("requests_per_thread", per_thread)
                             .done();
   tr.add_params(params);
-  if (host) {
-    params.push_back({"queues", static_cast<unsigned long long>(io.queues.count)});
-    params.push_back({"depth", opts.queue_depth});
-    params.push_back({"service_threads", opts.service_threads});
-    params.push_back({"uring_depth", opts.uring_depth});
-    params.push_back({"direct", direct_used});
-    params.push_back({"delivery", to_string(opts.deliver)});
-    params.push_back({"doorbells", static_cast<unsigned long long>(stats.doorbells)});
-  }
+  add_controller_params(params, opts, *ctrl);
+  if (host) params.push_back({"doorbells", static_cast<unsigned long long>(stats.doorbells)});
   params.push_back({"commands", static_cast<unsigned long long>(stats.commands)});
   params.push_back({"rounds", rounds});
   params.push_back({"seconds", seconds});
@@ -164,52 +139,18 @@ void run_block(const parsed_args& args, report& out) {
   // ---- ceiling, same process, same file, same trace ----
   std::optional<double> ceiling_gbps, ceiling_iops;
   std::string ceiling_name;
-  const std::string what = std::string(tr.pattern()) + " " + format_size(request);
   if (!args.flag("no-ceiling")) {
+    ceiling_figure f;
     if (host) {
       ctrl.reset();  // its service threads would compete for the cores
-      uring_reader_config c;
-      c.path = file.path;
-      c.threads = opts.service_threads;
-      c.queue_depth = opts.uring_depth;
-      c.block_bytes = static_cast<std::uint32_t>(request);
-      c.requests = requests;
-      c.trace = tr.host();
-      c.direct = direct_used ? direct_mode::on : direct_mode::off;
-      c.file_seed = file.seed;
-      c.alloc = pinned_alloc;
-      c.release = pinned_free;
-      const uring_reader_result u = run_uring_reader(c);
-      if (u.errors != 0) throw runtime_error("io_uring ceiling: " + std::to_string(u.errors) +
-                                             " reads failed; first: " + u.first_error);
-      if (u.mismatches != 0)
-        throw runtime_error("io_uring ceiling read wrong data: " + std::to_string(u.mismatches) +
-                            " words differ from the pattern");
-      ceiling_gbps = u.gbps;
-      ceiling_iops = u.iops;
-      ceiling_name = "io_uring " + what + " reads, " + std::to_string(c.threads) + " threads, QD " +
-                     std::to_string(c.queue_depth) + (u.direct ? ", O_DIRECT" : ", buffered") +
-                     (u.fixed_buffers ? ", fixed buffers" : "") + ", same trace";
-      params.push_back({"ceiling_fixed_buffers", u.fixed_buffers});
-      params.push_back({"ceiling_mismatches", static_cast<unsigned long long>(u.mismatches)});
+      f = uring_ceiling(file, opts, direct_used, tr, requests, static_cast<std::uint32_t>(request));
     } else {
-      copy_config c;
-      c.source = io.memory.data;
-      c.source_bytes = io.memory.capacity_blocks << nvme::block_shift;
-      c.tr = tr.device();
-      c.lines = requests;
-      c.line_bytes = static_cast<std::uint32_t>(request);
-      c.file_seed = file.seed;
-      c.dst_bytes = dst_bytes;
-      const copy_result p = pinned_random_copy(c);
-      if (p.mismatches != 0)
-        throw runtime_error("pinned copy ceiling read wrong data: " + std::to_string(p.mismatches) +
-                            " words differ from the pattern");
-      ceiling_gbps = p.gbps;
-      ceiling_iops = p.lines_per_s;
-      ceiling_name = "pinned-memory " + what + " copy kernel, same trace";
-      params.push_back({"ceiling_mismatches", static_cast<unsigned long long>(p.mismatches)});
+      f = pinned_ceiling(file, io.memory, tr, requests, static_cast<std::uint32_t>(request), dst_bytes);
     }
+    ceiling_gbps = f.gbps;
+    ceiling_iops = f.per_s;
+    ceiling_name = f.name;
+    for (auto& kv : f.params) params.push_back(std::move(kv));
   }
 
   const std::string name = args.str("name").empty()

@@ -17,7 +17,9 @@
 #include "bench/common/args.h"
 #include "bench/common/results.h"
 #include "bench/common/trace.h"
+#include "warpstore/controller.h"
 #include "warpstore/runtime.h"
+#include "warpstore/settings.h"
 
 namespace warpstore::bench {
 
@@ -79,6 +81,33 @@ class bench_trace {
   trace device_;
   double exponent_ = 0;
 };
+
+// --controller, --queues, --depth, --service-threads, --uring-depth, --direct,
+// --delivery, defaulting to the WARPSTORE_* environment.
+void declare_controller_options(command_spec& cmd);
+// options::from_environment() with those applied.
+options controller_options(const parsed_args& args);
+// The controller's settings, for a result's params.
+void add_controller_params(json::object& params, const options& opts, const controller& ctrl);
+
+// A ceiling measured in the same run: a rate in GB/s and in requests (lines)
+// per second, what it was, and its own params.
+struct ceiling_figure {
+  double gbps = 0;
+  double per_s = 0;
+  std::string name;
+  json::object params;
+};
+// Raw io_uring with the host controller's service threads and ring depth,
+// reading `requests` blocks of `bytes` of the same trace (with O_DIRECT when
+// the controller used it). Raises if any read failed or read wrong data.
+ceiling_figure uring_ceiling(const bench_file& file, const options& opts, bool direct,
+                             const bench_trace& tr, std::uint64_t requests, std::uint32_t bytes);
+// The pinned-memory copy kernel over the memory controller's copy of the
+// file, same trace. Raises if it read wrong data.
+ceiling_figure pinned_ceiling(const bench_file& file, const memory_source_ref& source,
+                              const bench_trace& tr, std::uint64_t requests, std::uint32_t bytes,
+                              std::uint64_t dst_bytes = std::uint64_t{4} << 30);
 
 // 512 -> "512", 4096 -> "4k", 65536 -> "64k", 1 MiB -> "1m": for result names.
 std::string size_tag(std::uint64_t bytes);
