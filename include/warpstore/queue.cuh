@@ -264,15 +264,26 @@ struct queue_pair_ref {
     return nvme::status::make(nvme::status_type::vendor, nvme::sc::deadline_exceeded);
   }
 
-  // Reads dwords 2 and 3 of a CQE in one 8-byte load: it bypasses the GPU
-  // caches, since the controller rewrites the entry on every pass.
+  // Reads dwords 2 and 3 of a CQE, around the GPU caches: the controller
+  // rewrites the entry on every pass.
   WARPSTORE_HD static void load_completion_words(nvme::completion* e, std::uint32_t& dw2,
                                                  std::uint32_t& dw3) {
+#if WARPSTORE_ON_GPU
+    // One 8-byte load over PCIe; one fence per batch follows.
     const std::uint64_t v = detail::system_atomic<std::uint64_t>(
                                 *reinterpret_cast<std::uint64_t*>(reinterpret_cast<std::byte*>(e) + 8))
                                 .load(detail::memory_order_relaxed);
     dw2 = static_cast<std::uint32_t>(v);
     dw3 = static_cast<std::uint32_t>(v >> 32);
+#else
+    // Word by word, dword 3 first with acquire, as the controller stores them
+    // (free on x86, and a pairing ThreadSanitizer can see).
+    dw3 = detail::system_atomic<std::uint32_t>(*completion_dw3_word(e))
+              .load(detail::memory_order_acquire);
+    dw2 = detail::system_atomic<std::uint32_t>(
+              *reinterpret_cast<std::uint32_t*>(reinterpret_cast<std::byte*>(e) + 8))
+              .load(detail::memory_order_relaxed);
+#endif
   }
 
   // Dword 3 (command id, phase, status) as one word: written last, read first.

@@ -573,11 +573,15 @@ bool host_controller::worker::post() {
       --room;
 
       nvme::completion& e = q.ref.cq[q.cq_tail];
-      // Plain stores: the GPU reads these only after it sees dword 3.
-      e.dw0 = c.dw0;
-      e.dw1 = 0;
-      e.sq_head = static_cast<std::uint16_t>(q.sq_head);
-      e.sq_id = q.ref.qid;
+      // Relaxed word stores: a retirer may read the entry (dwords 2 and 3 in
+      // one load) while it is rewritten; dword 3, stored last with release,
+      // says when the rest is valid.
+      auto* words = reinterpret_cast<std::uint32_t*>(&e);
+      detail::system_atomic<std::uint32_t>(words[0]).store(c.dw0, detail::memory_order_relaxed);
+      detail::system_atomic<std::uint32_t>(words[1]).store(0, detail::memory_order_relaxed);
+      detail::system_atomic<std::uint32_t>(words[2]).store(
+          (q.sq_head & 0xFFFFu) | (static_cast<std::uint32_t>(q.ref.qid) << 16),
+          detail::memory_order_relaxed);
       detail::system_atomic<std::uint32_t>(completion_dw3_word(e))
           .store(nvme::completion_dw3(c.cmd.cid, c.status, q.phase), detail::memory_order_release);
       q.cq_tail = (q.cq_tail + 1) & q.mask;
