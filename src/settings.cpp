@@ -1,5 +1,7 @@
 #include "warpstore/settings.h"
 
+#include "warpstore/detail/parse_size.h"
+
 #include <bit>
 #include <cctype>
 #include <cstdlib>
@@ -27,24 +29,7 @@ std::uint64_t parse_uint(const std::string& name, const std::string& v) {
 }
 }  // namespace
 
-std::size_t parse_size(const std::string& text) {
-  std::string s = lower(text);
-  std::size_t i = 0;
-  while (i < s.size() && (std::isdigit(static_cast<unsigned char>(s[i])) || s[i] == '.')) ++i;
-  if (i == 0) throw std::invalid_argument("size: expected a number, got '" + text + "'");
-  const double n = std::stod(s.substr(0, i));
-  std::string unit = s.substr(i);
-  if (!unit.empty() && unit.back() == 'b') unit.pop_back();
-  if (!unit.empty() && unit.back() == 'i') unit.pop_back();
-  double mult = 1;
-  if (unit.empty()) mult = 1;
-  else if (unit == "k") mult = 1024.0;
-  else if (unit == "m") mult = 1024.0 * 1024;
-  else if (unit == "g") mult = 1024.0 * 1024 * 1024;
-  else if (unit == "t") mult = 1024.0 * 1024 * 1024 * 1024;
-  else throw std::invalid_argument("size: unknown unit in '" + text + "'");
-  return static_cast<std::size_t>(n * mult);
-}
+std::size_t parse_size(const std::string& text) { return detail::parse_size(text); }
 
 const char* to_string(controller_kind k) { return k == controller_kind::host ? "host" : "memory"; }
 const char* to_string(direct_io d) {

@@ -5,15 +5,11 @@
 #include <cmath>
 #include <sstream>
 
+#include "warpstore/detail/parse_size.h"
+
 namespace warpstore::bench {
 
 namespace {
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
 
 std::string quote(const std::string& arg) {
   if (!arg.empty() && arg.find_first_of(" \t\n'\"\\$`*?;&|<>()") == std::string::npos) return arg;
@@ -39,54 +35,11 @@ std::string join_command_line(const std::string& program, const std::vector<std:
 }  // namespace
 
 std::uint64_t parse_size(std::string_view text) {
-  const std::string original(text);
-  auto bad = [&](const char* why) {
-    return usage_error("'" + original + "' is not a size or count (" + why +
-                       "; e.g. 4096, 4K, 64M, 1.5GiB)");
-  };
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front()))) text.remove_prefix(1);
-  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back()))) text.remove_suffix(1);
-  if (text.empty()) throw bad("empty");
-  std::size_t digits = 0;
-  while (digits < text.size() &&
-         (std::isdigit(static_cast<unsigned char>(text[digits])) || text[digits] == '.'))
-    ++digits;
-  if (digits == 0) throw bad("no number");
-  const std::string_view number = text.substr(0, digits);
-  std::string suffix = lower(text.substr(digits));
-  while (!suffix.empty() && suffix.front() == ' ') suffix.erase(0, 1);
-
-  unsigned shift = 0;
-  if (suffix.empty() || suffix == "b") shift = 0;
-  else {
-    const char unit = suffix[0];
-    const std::string rest = suffix.substr(1);
-    if (rest != "" && rest != "b" && rest != "ib") throw bad("unknown unit");
-    switch (unit) {
-      case 'k': shift = 10; break;
-      case 'm': shift = 20; break;
-      case 'g': shift = 30; break;
-      case 't': shift = 40; break;
-      case 'p': shift = 50; break;
-      default: throw bad("unknown unit");
-    }
+  try {
+    return detail::parse_size(text);
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
   }
-
-  if (number.find('.') == std::string_view::npos) {
-    std::uint64_t v = 0;
-    const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
-    if (ec != std::errc() || end != number.data() + number.size()) throw bad("bad number");
-    if (shift != 0 && v > (UINT64_MAX >> shift)) throw bad("too large");
-    return v << shift;
-  }
-  double v = 0;
-  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), v);
-  if (ec != std::errc() || end != number.data() + number.size()) throw bad("bad number");
-  const double bytes = std::ldexp(v, static_cast<int>(shift));
-  if (!(bytes < 18446744073709551616.0)) throw bad("too large");
-  const double rounded = std::round(bytes);
-  if (std::fabs(rounded - bytes) > 1e-6 * std::max(1.0, bytes)) throw bad("not a whole number of bytes");
-  return static_cast<std::uint64_t>(rounded);
 }
 
 std::string format_size(std::uint64_t bytes) {
