@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -34,7 +35,7 @@ inline config parse(int argc, char** argv, std::uint64_t default_size, std::uint
       .option("cache-fraction", "N", "8", "cache is 1/N of the file")
       .option("reads", "COUNT", std::to_string(default_reads), "random elements to read")
       .option("controller", "NAME", "host", "host (io_uring threads) or memory (pinned host copy)")
-      .option("service-threads", "N", "8", "host controller threads")
+      .option("service-threads", "N", "0", "host controller threads (0: one per core, at most 8)")
       .option("direct", "off|auto|on", "off",
               "O_DIRECT for the host controller (the new file is in the page cache)");
   const bench::parsed_args a = p.parse(argc, argv);
@@ -50,6 +51,8 @@ inline config parse(int argc, char** argv, std::uint64_t default_size, std::uint
   c.opts = options::from_environment();
   c.opts.controller = parse_controller(a.choice("controller", {"host", "memory"}));
   c.opts.service_threads = static_cast<std::uint32_t>(a.count("service-threads"));
+  if (c.opts.service_threads == 0)
+    c.opts.service_threads = std::min(8u, std::max(1u, std::thread::hardware_concurrency()));
   c.opts.cache_bytes = c.cache_bytes;
   c.opts.direct = parse_direct(a.str("direct"));
   return c;
