@@ -186,6 +186,25 @@ TEST(ArrayReadLineSizes, SmallestAndLargestLines) {
   }
 }
 
+TEST(ArrayReadOversubscribed, MoreLanesThanCacheLinesStillFinish) {
+  // 48 lanes want random lines of a cache of 8 lines: most rounds find no
+  // victim, yet every read must complete and be right (no lane holds a pin
+  // while it waits).
+  test::pattern_file file(2 << 20);
+  for (controller_kind kind : {controller_kind::host, controller_kind::memory}) {
+    options o = small_options(kind);
+    o.cache_bytes = 8 * 4096;
+    o.ways = 4;
+    array<std::uint64_t> a(file.path(), 0, o);
+    ASSERT_EQ(a.shared_cache()->num_lines(), 8u);
+    EXPECT_EQ(random_reads(a.ref(), 48, 300), 0u) << to_string(kind);
+    a.check();
+    const cache_stats s = a.stats();
+    EXPECT_EQ(s.hits + s.misses, 48u * 300u);
+    EXPECT_GT(s.retries, 0u);
+  }
+}
+
 TEST(ArrayOpen, BadArgumentsAreRefused) {
   test::pattern_file file(1 << 20);
   const options o = small_options(controller_kind::host);
