@@ -32,9 +32,7 @@ WARPSTORE_HD inline void block_thread(const io_ref& io, const trace& tr, unsigne
     }
     const nvme::status st = io.read(mask, live, req);
     if (live && !st.success()) {
-      const bool late =
-          st.type() == nvme::status_type::vendor && st.code() == nvme::sc::deadline_exceeded;
-      errors->record(late ? error_kind::deadline : error_kind::io, 0, st, i, req.slba);
+      errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, 0, st, i, req.slba);
     }
   }
 }

@@ -97,8 +97,7 @@ struct io_ref {
       detail::warp::sync(mask);
       // A command that timed out keeps its slot: the controller may still
       // write its staging buffer.
-      const bool timed_out = nvme::status{raw}.type() == nvme::status_type::vendor &&
-                             nvme::status{raw}.code() == nvme::sc::deadline_exceeded;
+      const bool timed_out = nvme::status{raw}.is_deadline();
       if (detail::warp::lane() == src && !timed_out) qp.release(ticket);
     }
     return mine;

@@ -60,6 +60,14 @@ struct status {
     return static_cast<status_type>((raw >> 8) & 0x7);
   }
   WARPSTORE_HD constexpr bool success() const { return (raw & 0x7FF) == 0; }
+
+  // The status a bounded wait returns when it gives up.
+  WARPSTORE_HD static constexpr status deadline() {
+    return make(status_type::vendor, sc::deadline_exceeded);
+  }
+  WARPSTORE_HD constexpr bool is_deadline() const {
+    return type() == status_type::vendor && code() == sc::deadline_exceeded;
+  }
 };
 
 // Submission queue entry (figure 88 and the NVM command set's READ/WRITE).
@@ -122,19 +130,23 @@ WARPSTORE_HD constexpr status dw3_status(std::uint32_t dw3) {
   return status{static_cast<std::uint16_t>((dw3 >> 17) & 0x7FFFu)};
 }
 
-// Builds a READ or WRITE of `blocks` logical blocks at `slba` into the
-// contiguous buffer at `data`. PRP2 follows the PRP rules for transfers of
-// up to two pages; the host and memory controllers treat PRP1 as one
-// contiguous buffer of the whole length (a PRP list is built only for
+// Points `c` at the contiguous buffer `data`. PRP2 follows the PRP rules for
+// transfers of up to two pages; the host and memory controllers treat PRP1
+// as one contiguous buffer of the whole length (a PRP list is built only for
 // controllers that need one).
+WARPSTORE_HD inline void set_data(command& c, std::uint64_t data) {
+  c.prp1 = data;
+  c.prp2 = (data & ~std::uint64_t{4095}) + 4096;
+}
+
+// Builds a READ or WRITE of `blocks` logical blocks at `slba` into `data`.
 WARPSTORE_HD inline command make_rw(opcode op, std::uint16_t cid, std::uint32_t nsid,
                                     std::uint64_t slba, std::uint32_t blocks, std::uint64_t data) {
   command c{};
   c.opc = static_cast<std::uint8_t>(op);
   c.cid = cid;
   c.nsid = nsid;
-  c.prp1 = data;
-  c.prp2 = (data & ~std::uint64_t{4095}) + 4096;
+  set_data(c, data);
   c.cdw10 = static_cast<std::uint32_t>(slba);
   c.cdw11 = static_cast<std::uint32_t>(slba >> 32);
   c.cdw12 = (blocks - 1) & 0xFFFFu;

@@ -92,7 +92,7 @@ struct queue_pair_ref {
   // Waits until the slot of `ticket` is free, writes `cmd` (its cid and data
   // pointer are filled in here) and marks it. Does not wait for the doorbell:
   // wait() moves the tail if nobody else has. Returns a non-success status
-  // only if the slot never came free before the deadline.
+  // only if the slot never came free before the deadline, or the pair failed.
   WARPSTORE_HD nvme::status submit(std::uint64_t ticket, nvme::command cmd,
                                    void* destination) const {
     const std::uint32_t slot = slot_of(ticket);
@@ -118,11 +118,8 @@ struct queue_pair_ref {
     }
     cmd.cid = static_cast<std::uint16_t>(slot);
     cmd.nsid = nsid;
-    if (cmd.opc != static_cast<std::uint8_t>(nvme::opcode::flush)) {
-      const auto data = reinterpret_cast<std::uint64_t>(staging ? staging_of(ticket) : destination);
-      cmd.prp1 = data;
-      cmd.prp2 = (data & ~std::uint64_t{4095}) + 4096;
-    }
+    if (cmd.opc != static_cast<std::uint8_t>(nvme::opcode::flush))
+      nvme::set_data(cmd, reinterpret_cast<std::uint64_t>(staging ? staging_of(ticket) : destination));
     detail::device_atomic<std::uint32_t>(completions[slot]).store(0, detail::memory_order_relaxed);
     write_entry(sq + slot, cmd);
     // System scope: the entry went to host memory, and the thread that rings
@@ -261,7 +258,7 @@ struct queue_pair_ref {
   }
   WARPSTORE_HD nvme::status fail() const {
     detail::device_atomic<std::uint32_t>(state->failed).store(1, detail::memory_order_relaxed);
-    return nvme::status::make(nvme::status_type::vendor, nvme::sc::deadline_exceeded);
+    return nvme::status::deadline();
   }
 
   // Reads dwords 2 and 3 of a CQE, around the GPU caches: the controller

@@ -50,10 +50,6 @@ long long first_mismatch(const std::byte* got, std::uint64_t offset, std::uint32
   return -1;
 }
 
-bool timed_out(nvme::status st) {
-  return st.type() == nvme::status_type::vendor && st.code() == nvme::sc::deadline_exceeded;
-}
-
 // One lane executing one command through the queue protocol, as device code
 // does: ticket, submit, wait, copy from staging, release.
 nvme::status execute(const queue_pair_ref& qp, const nvme::command& cmd, std::byte* dst) {
@@ -61,7 +57,7 @@ nvme::status execute(const queue_pair_ref& qp, const nvme::command& cmd, std::by
   nvme::status st = qp.submit(t, cmd, dst);
   if (!st.success()) return st;
   st = qp.wait(t);
-  if (timed_out(st)) return st;  // the slot stays held: the controller may still write it
+  if (st.is_deadline()) return st;  // the slot stays held: the controller may still write it
   if (st.success() && qp.staging != nullptr &&
       cmd.opc == static_cast<std::uint8_t>(nvme::opcode::read))
     std::memcpy(dst, qp.staging_of(t), std::size_t{cmd.nlb()} * block);

@@ -113,7 +113,7 @@ TEST(GpuQueueDeadline, UnservedQueueTimesOutWithAStatus) {
   int late = 0;
   for (int i = 0; i < 64; ++i) {
     const nvme::status st{host[i]};
-    const bool deadline = st.type() == nvme::status_type::vendor && st.code() == nvme::sc::deadline_exceeded;
+    const bool deadline = st.is_deadline();
     const bool aborted = st.type() == nvme::status_type::generic && st.code() == nvme::sc::abort_requested;
     EXPECT_TRUE(deadline || aborted) << i << ": " << describe(st);
     late += deadline;

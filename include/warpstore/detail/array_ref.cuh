@@ -193,11 +193,8 @@ struct array_ref {
           cache.publish(r.slot, req.blocks << nvme::block_shift);
         } else {
           cache.abandon(r.slot);
-          errors->record(st.type() == nvme::status_type::vendor &&
-                                 st.code() == nvme::sc::deadline_exceeded
-                             ? error_kind::deadline
-                             : error_kind::io,
-                         source, st, index, req.slba);
+          errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, source, st,
+                         index, req.slba);
         }
       }
       // 0: retry, 1: line pinned, 2: fill failed (pins held, no data)
@@ -218,10 +215,7 @@ struct array_ref {
       if (pending) {
         if (dl.expired()) {
           pending = false;
-          errors->record(error_kind::deadline, source,
-                         nvme::status::make(nvme::status_type::vendor,
-                                            nvme::sc::deadline_exceeded),
-                         index, 0);
+          errors->record(error_kind::deadline, source, nvme::status::deadline(), index, 0);
         } else {
           // Exponential backoff: when more lines are wanted at once than the
           // cache holds, waiting lanes must leave the memory system to the
