@@ -7,8 +7,11 @@
 //       pinned-memory kernel (memory controller) or read by raw io_uring with
 //       the service threads' count and ring depth (host controller).
 // hot   A region of half the cache is read once to warm it, then warps read
-//       it again and again with coalesced 4-byte loads through operator[].
-//       The ceiling is a plain kernel reading as many bytes of GPU memory.
+//       it again and again with coalesced 4-byte loads, three ways: through
+//       pinned lines, 32 pinned per warp at once (the figure); one line
+//       pinned per warp (.warpline); and operator[] for every read
+//       (.operator). The ceiling is a plain kernel reading as many bytes of
+//       GPU memory with the same loads.
 //
 // Every value read is checked: cold reads element by element against the
 // file pattern, hot reads by a sum compared with the pattern's sum.
@@ -63,10 +66,11 @@ __global__ void hot_kernel(array_ref<std::uint32_t> a, std::uint64_t elems, std:
   if (lane == 0) atomicAdd(sum, s);
 }
 
-// The same walk through the pinned-line accessor: a warp pins each line once
-// and reads all of it with plain loads (no atomics per read).
-__global__ void hot_pinned_kernel(array_ref<std::uint32_t> a, std::uint64_t elems, std::uint32_t passes,
-                                  unsigned long long* sum) {
+// The same walk through the pinned-line accessor, one line per warp: the
+// warp pins a line together, reads all of it with plain loads (no atomics per
+// read) and unpins it with one atomic.
+__global__ void hot_warp_line_kernel(array_ref<std::uint32_t> a, std::uint64_t elems,
+                                     std::uint32_t passes, unsigned long long* sum) {
   const std::uint64_t warp = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const std::uint64_t warps = static_cast<std::uint64_t>(gridDim.x) * blockDim.x / 32;
   const unsigned lane = threadIdx.x % 32;
@@ -82,6 +86,40 @@ __global__ void hot_pinned_kernel(array_ref<std::uint32_t> a, std::uint64_t elem
         for (std::uint64_t k = lane; k < per_line; k += 32) s += d[k];
       }
       line.release_together(0xFFFFFFFFu);
+    }
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xFFFFFFFFu, s, o);
+  if (lane == 0) atomicAdd(sum, s);
+}
+
+// The walk with 32 lines pinned per warp at once: each lane pins its own line
+// in one collective pin() (the 32 lookups overlap instead of following each
+// other), then the warp reads the lines one after another with coalesced
+// loads, and each lane unpins its line.
+__global__ void hot_pinned_kernel(array_ref<std::uint32_t> a, std::uint64_t elems, std::uint32_t passes,
+                                  unsigned long long* sum) {
+  const std::uint64_t warp = (static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const std::uint64_t warps = static_cast<std::uint64_t>(gridDim.x) * blockDim.x / 32;
+  const unsigned lane = threadIdx.x % 32;
+  const std::uint64_t per_line = 1ull << a.elems_per_line_log2;
+  const std::uint64_t lines = elems / per_line;
+  const std::uint64_t groups = (lines + 31) / 32;
+  unsigned long long s = 0;
+  for (std::uint32_t p = 0; p < passes; ++p)
+    for (std::uint64_t g = warp; g < groups; g += warps) {
+      const std::uint64_t l = g * 32 + lane;
+      pinned_line<std::uint32_t> line;
+      if (l < lines) line = a.pin(l * per_line);
+      unsigned have = __ballot_sync(0xFFFFFFFFu, line.valid());
+      while (have != 0) {
+        const int j = __ffs(have) - 1;
+        have &= have - 1;
+        const auto* d = reinterpret_cast<const std::uint32_t*>(
+            __shfl_sync(0xFFFFFFFFu, reinterpret_cast<unsigned long long>(line.data), j));
+#pragma unroll 16
+        for (std::uint64_t k = lane; k < per_line; k += 32) s += d[k];
+      }
+      __syncwarp();
+      line.release();
     }
   for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xFFFFFFFFu, s, o);
   if (lane == 0) atomicAdd(sum, s);
@@ -234,6 +272,7 @@ void run_array(const parsed_args& args, report& out) {
                                    ? "array.hot.coalesced4b" + (sweep ? ".line" + size_tag(line_size) : "")
                                    : args.str("name");
       measure(hot_pinned_kernel, "hot_pinned_kernel", name);
+      measure(hot_warp_line_kernel, "hot_warp_line_kernel", name + ".warpline");
       measure(hot_kernel, "hot_kernel", name + ".operator");
       continue;
     }

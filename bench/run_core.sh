@@ -4,9 +4,15 @@
 #
 #   bench/run_core.sh [BUILD_DIR]
 #
-# Environment: FILE (default /tmp/warpstore-bench.dat), FILE_SIZE (16GiB),
-# SERVICE_THREADS (8), CPU_THREADS (1,4,8,14). A failed run is reported and the
-# others still run; the exit status says whether all passed.
+# Environment: FILE (default /tmp/warpstore-bench.dat), FILE_SIZE (8GiB),
+# SERVICE_THREADS (8), CPU_THREADS (1,4,8,14), PART:
+#   all        (default) everything, core.json started afresh;
+#   essential  the figures the core issue names (ESSENTIAL=1 says the same);
+#   scaling    ceilings, block I/O, the delivery comparison and the scaling
+#              sweeps, merged into the core.json already there.
+# Splitting lets a device session run the study in calls under 10 minutes.
+# A failed run is reported and the others still run; the exit status says
+# whether all passed.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-${BUILD_DIR:-$root/build}}
@@ -23,10 +29,13 @@ run() {
   "$bench" "$@" "${common[@]}" || failed+=("$*")
 }
 
-rm -f "$root/bench/results/core.json"  # each full run rewrites the study
+part=${PART:-all}
+[ "${ESSENTIAL:-0}" = 1 ] && part=essential
+case $part in all | essential | scaling) ;; *) echo "run_core.sh: PART must be all, essential or scaling" >&2; exit 2 ;; esac
+[ "$part" = all ] && rm -f "$root/bench/results/core.json"  # a full run rewrites the study
 # Host controller on the page-cache-resident file (buffered), then once on the disk (O_DIRECT).
 host=(--controller host --direct off --service-threads "$service")
-if [ "${ESSENTIAL:-0}" != 1 ]; then  # ESSENTIAL=1: only the figures the core issue names
+if [ "$part" != essential ]; then
 run ceilings --cpu-threads "${CPU_THREADS:-1,4,8,14}"
 run block "${host[@]}" --request 4K
 run block "${host[@]}" --request 512
@@ -35,8 +44,14 @@ run block --controller host --direct on --service-threads "$service" --request 4
   --requests-per-thread 4 --name block.host.direct.random4k
 run block --controller memory --request 4K
 run block --controller memory --request 512
+# Delivering the bytes: the copy engine pushing staging into GPU memory (one
+# cudaMemcpyBatchAsync per reaped batch) against the GPU pulling it (above).
+run block "${host[@]}" --delivery copy --request 4K --name block.host.random4k.copy
+run block "${host[@]}" --delivery copy --request 64K --pattern sequential --threads 32K \
+  --name block.host.sequential64k.copy
 fi
 
+if [ "$part" != scaling ]; then
 # Element reads through the cache: the figures the core issue names.
 run array --controller memory --line-size 4K --name array.memory.random4k.cold
 run array --controller memory --line-size 512 --figure lines --name array.memory.random512.cold
@@ -44,11 +59,16 @@ run array "${host[@]}" --line-size 4K --figure lines --name array.host.pagecache
 run array --controller host --direct on --service-threads 2 --uring-depth 64 --threads 64K \
   --line-size 4K --figure lines --name array.host.direct.random4k.cold
 run array --mode hot --controller memory --cache-bytes 4GiB --name array.hot.coalesced4b
-[ "${ESSENTIAL:-0}" = 1 ] && { [ ${#failed[@]} -eq 0 ] && exit 0 || exit 1; }
+run array --mode hot --controller memory --cache-bytes 4GiB --line-size 64K \
+  --name array.hot.coalesced4b.line64k
+fi
+
+if [ "$part" != essential ]; then
 # How throughput scales: GPU threads and line size (memory controller), queue
 # pairs and service threads (host controller, page cache).
 run array --controller memory --threads 1K,4K,16K,64K,256K,1M --reads-per-thread 2
 run array --controller memory --line-size 512,1K,4K,16K,64K
+run array "${host[@]}" --threads 1K,4K,16K,64K,256K,1M --reads-per-thread 2 --figure lines
 for q in 8 16 32 64 132; do
   run array "${host[@]}" --queues "$q" --figure lines --name "array.host.pagecache.random4k.cold.queues$q"
 done
@@ -56,6 +76,7 @@ for t in 1 2 4 14; do
   run array --controller host --direct off --service-threads "$t" --figure lines \
     --name "array.host.pagecache.random4k.cold.service$t"
 done
+fi
 
 if [ ${#failed[@]} -ne 0 ]; then
   printf 'run_core.sh: failed: %s\n' "${failed[@]}" >&2

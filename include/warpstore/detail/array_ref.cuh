@@ -47,7 +47,7 @@ struct pinned_line {
 
 namespace detail {
 
-// What a lane got from acquire_line.
+// What a lane got from with_line.
 struct line_grant {
   std::uint32_t slot = 0;
   std::uint32_t pins = 0;  // pins this lane must give back (group leader)
@@ -78,21 +78,24 @@ struct array_ref {
   WARPSTORE_HD T operator[](std::uint64_t i) const {
     const unsigned mask = detail::warp::active_mask();
     const bool in_range = check_index(i);
-    const detail::line_grant g = acquire_line(mask, in_range, line_of(i), i);
     T v{};
-    if (g.ok) v = *element_in(g.slot, i);
-    detail::warp::sync(mask);  // every reader of the group is done before the unpin
-    if (g.pins != 0) cache.release(g.slot, g.pins);
+    with_line<false>(mask, in_range, line_of(i), i,
+                     [&](std::uint32_t slot) { v = *element_in(slot, i); });
     return v;
   }
 
   // Pins the line holding element i for this lane (collective over the
   // calling lanes, like operator[]). Returns an invalid line on error.
+  //
+  // Lanes that got their line keep it pinned while the warp's other lanes
+  // wait for theirs, so a launch whose warps pin more lines at once than the
+  // cache holds can wait until the deadline: size the cache for the pins held
+  // together (operator[] and read_span hold nothing while they wait).
   WARPSTORE_HD pinned_line<T> pin(std::uint64_t i) const {
     const unsigned mask = detail::warp::active_mask();
     const bool in_range = check_index(i);
     const std::uint64_t line = line_of(i);
-    detail::line_grant g = acquire_line(mask, in_range, line, i);
+    const detail::line_grant g = with_line<true>(mask, in_range, line, i, [](std::uint32_t) {});
     pinned_line<T> p;
     if (g.ok) {
       p.first = line << elems_per_line_log2;
@@ -129,14 +132,11 @@ struct array_ref {
       const std::uint64_t line = line_of(i);
       const std::uint64_t line_end = (line + 1) << elems_per_line_log2;
       const std::uint64_t take = (line_end - i < n - done) ? line_end - i : n - done;
-      const detail::line_grant g = acquire_line(mask, true, line, i);
-      if (g.ok) {
-        const T* src = element_in(g.slot, i);
+      const detail::line_grant g = with_line<false>(mask, true, line, i, [&](std::uint32_t slot) {
+        const T* src = element_in(slot, i);
         for (std::uint64_t k = rank; k < take; k += lanes) out[done + k] = src[k];
-      }
+      });
       all_ok = all_ok && g.ok;
-      detail::warp::sync(mask);
-      if (g.pins != 0) cache.release(g.slot, g.pins);
       done += take;
     }
     return all_ok;
@@ -169,11 +169,16 @@ struct array_ref {
   }
 
   // The read path of DESIGN.md: coalesce, probe, claim, fill, publish. Every
-  // lane of `mask` calls; lanes with `want` get the line pinned (ok) or an
-  // error recorded. Rounds repeat for lanes told to retry, and a lane holds
-  // nothing while it waits, so warps cannot deadlock on each other's pins.
-  WARPSTORE_HD detail::line_grant acquire_line(unsigned mask, bool want, std::uint64_t line,
-                                               std::uint64_t index) const {
+  // lane of `mask` calls; lanes with `want` get the line pinned and call
+  // use(slot) in the round it is granted, or get an error recorded. Rounds
+  // repeat for lanes told to retry. Without Keep the pins are given back in
+  // the round they were granted, so no lane holds a line while the warp waits
+  // for others: warps cannot starve each other of lines, however many more
+  // lines they want than the cache holds. With Keep the caller holds them
+  // (line_grant::pins on each group leader).
+  template <bool Keep, class Use>
+  WARPSTORE_HD detail::line_grant with_line(unsigned mask, bool want, std::uint64_t line,
+                                            std::uint64_t index, Use&& use) const {
     detail::line_grant g;
     bool pending = want;
     detail::deadline dl(timeout_ns);
@@ -207,6 +212,12 @@ struct array_ref {
         g.slot = slot;
         g.ok = got == 1;
         g.pins = is_leader ? detail::warp::popcount(group) : 0;
+        if (g.ok) use(slot);
+      }
+      if constexpr (!Keep) {
+        detail::warp::sync(mask);  // every reader of each group is done before the unpin
+        if (g.pins != 0) cache.release(g.slot, g.pins);
+        g.pins = 0;
       }
       const unsigned waiting = detail::warp::ballot(mask, pending);
       if (round == 0 && waiting != 0 && detail::warp::lane() == detail::warp::first_lane(waiting))
