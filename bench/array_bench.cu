@@ -66,6 +66,29 @@ __global__ void hot_kernel(array_ref<std::uint32_t> a, std::uint64_t elems, std:
   if (lane == 0) atomicAdd(sum, s);
 }
 
+// Sum of one pinned line read by a whole warp with coalesced 4-byte loads,
+// `U` independent loads in flight per lane (a loop with a run-time bound
+// and one load per step keeps a single load in flight: latency, not
+// bandwidth, would then set the figure).
+template <int U>
+__device__ unsigned long long sum_line_chunks(const std::uint32_t* d, std::uint32_t per_lane, unsigned lane) {
+  unsigned long long s = 0;
+  for (std::uint32_t c = 0; c < per_lane; c += U) {
+    std::uint32_t v[U];
+#pragma unroll
+    for (int j = 0; j < U; ++j) v[j] = d[(c + j) * 32 + lane];
+#pragma unroll
+    for (int j = 0; j < U; ++j) s += v[j];
+  }
+  return s;
+}
+
+// Lines hold at least 128 elements (512 B), so per_lane is a multiple of 4.
+__device__ unsigned long long sum_line(const std::uint32_t* d, std::uint64_t per_line, unsigned lane) {
+  const auto per_lane = static_cast<std::uint32_t>(per_line / 32);
+  return per_lane % 16 == 0 ? sum_line_chunks<16>(d, per_lane, lane) : sum_line_chunks<4>(d, per_lane, lane);
+}
+
 // The same walk through the pinned-line accessor, one line per warp: the
 // warp pins a line together, reads all of it with plain loads (no atomics per
 // read) and unpins it with one atomic.
@@ -80,11 +103,7 @@ __global__ void hot_warp_line_kernel(array_ref<std::uint32_t> a, std::uint64_t e
   for (std::uint32_t p = 0; p < passes; ++p)
     for (std::uint64_t l = warp; l < lines; l += warps) {
       pinned_line<std::uint32_t> line = a.pin(l * per_line + lane);
-      const std::uint32_t* d = line.data;
-      if (d != nullptr) {
-#pragma unroll 8
-        for (std::uint64_t k = lane; k < per_line; k += 32) s += d[k];
-      }
+      if (line.valid()) s += sum_line(line.data, per_line, lane);
       line.release_together(0xFFFFFFFFu);
     }
   for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xFFFFFFFFu, s, o);
@@ -115,8 +134,7 @@ __global__ void hot_pinned_kernel(array_ref<std::uint32_t> a, std::uint64_t elem
         have &= have - 1;
         const auto* d = reinterpret_cast<const std::uint32_t*>(
             __shfl_sync(0xFFFFFFFFu, reinterpret_cast<unsigned long long>(line.data), j));
-#pragma unroll 16
-        for (std::uint64_t k = lane; k < per_line; k += 32) s += d[k];
+        s += sum_line(d, per_line, lane);
       }
       __syncwarp();
       line.release();
