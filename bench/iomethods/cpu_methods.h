@@ -1,0 +1,107 @@
+// The CPU-driven methods of the I/O-methods comparison: CPU threads read the
+// file and copy what they read to the GPU, as applications do today.
+//
+//   pread  each thread preads a batch of requests into pinned staging, then
+//          copies the batch to the GPU asynchronously while it preads the
+//          next batch into its other staging buffer (double-buffered)
+//   mmap   the file is mapped; each thread copies every request straight
+//          from the mapping to the GPU (one copy per request, pageable source)
+//
+// Where the bytes go is a `destination`: GPU memory in warpstore-bench,
+// host memory in the CPU tests. Requests run in rounds of `slots` (the
+// destination holds one slot per request of a round); after each round the
+// clock stops and the destination is verified against the file pattern.
+// Request i reads block tr.index(i) of request_bytes; thread t of a round
+// takes a contiguous share of its requests. Latency of a request: from the
+// start of its read to the end of the copy that carried it (clock_gettime).
+// CPU seconds: getrusage of the whole process over the timed part.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bench/common/trace.h"
+#include "bench/iomethods/measure.h"
+
+namespace warpstore::bench::iomethods {
+
+class destination {
+ public:
+  virtual ~destination() = default;
+  // Staging buffer `buffer` (0 or 1) of CPU thread `thread`, staging_bytes() long.
+  virtual std::byte* staging(unsigned thread, unsigned buffer) = 0;
+  virtual std::size_t staging_bytes() const = 0;
+  // Starts copying `bytes` from host memory `src` to byte `offset` of the
+  // destination for `thread`'s buffer `buffer`; done once wait() returns.
+  virtual void copy(unsigned thread, unsigned buffer, std::uint64_t offset, const std::byte* src,
+                    std::size_t bytes) = 0;
+  virtual void wait(unsigned thread, unsigned buffer) = 0;
+  // 8-byte words of slots [0, count) that differ from the pattern, where slot
+  // k holds request first + k of `tr` (request_bytes each).
+  virtual std::uint64_t verify(const trace& tr, std::uint64_t first, std::uint64_t count,
+                               std::uint32_t request_bytes, std::uint64_t seed) = 0;
+};
+
+// Host memory: copies are memcpy, done at once (the CPU tests).
+class host_destination final : public destination {
+ public:
+  host_destination(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes);
+  std::byte* staging(unsigned thread, unsigned buffer) override;
+  std::size_t staging_bytes() const override { return staging_bytes_; }
+  void copy(unsigned thread, unsigned buffer, std::uint64_t offset, const std::byte* src,
+            std::size_t bytes) override;
+  void wait(unsigned, unsigned) override {}
+  std::uint64_t verify(const trace& tr, std::uint64_t first, std::uint64_t count,
+                       std::uint32_t request_bytes, std::uint64_t seed) override;
+  std::byte* data() { return data_.data(); }
+
+ private:
+  std::vector<std::byte> data_;
+  std::size_t staging_bytes_;
+  std::vector<std::vector<std::byte>> staging_;  // 2 per thread
+};
+
+struct cpu_method_config {
+  std::string path;
+  unsigned threads = 8;
+  std::uint32_t request_bytes = 4096;  // multiple of 8
+  std::uint64_t requests = 0;
+  trace tr = trace::uniform(1, 1);  // host-readable
+  std::uint64_t file_seed = 0;
+  std::uint64_t slots = 0;  // requests per round: the destination holds slots * request_bytes
+};
+
+struct method_result {
+  double seconds = 0;  // timed rounds
+  std::uint64_t requests = 0;
+  std::uint64_t bytes = 0;
+  double gbps = 0;
+  double iops = 0;
+  std::uint64_t mismatches = 0;
+  double cpu_seconds = 0;  // process CPU time over the timed rounds
+  latency_summary latency;
+  unsigned rounds = 0;
+};
+
+// What one CPU thread does with its share [first, last) of a round whose
+// first request is round_base (slot k holds request round_base + k); it
+// appends one latency in microseconds per request.
+using thread_body = std::function<void(unsigned thread, std::uint64_t round_base, std::uint64_t first,
+                                       std::uint64_t last, std::vector<float>& latencies)>;
+
+// The rounds every CPU-driven method runs (cuFile too): cfg.threads threads
+// run `body` on their shares; the clock and the CPU meter run only while
+// they do; then `dst` is verified with both stopped. The first exception a
+// thread raises is raised here after all threads have finished.
+method_result run_rounds(const cpu_method_config& cfg, destination& dst, const thread_body& body);
+
+// Both raise std::runtime_error / std::system_error naming the request on
+// any failed or short read, and std::invalid_argument on a bad config.
+method_result run_pread_method(const cpu_method_config& cfg, destination& dst);
+method_result run_mmap_method(const cpu_method_config& cfg, destination& dst);
+
+}  // namespace warpstore::bench::iomethods
