@@ -28,6 +28,8 @@ const subcommand subcommands[] = {
      declare_ceilings, run_ceilings},
     {"array", "element reads through the cache: cold (misses) or hot (coalesced hits)", declare_array,
      run_array},
+    {"iomethods", "I/O-methods comparison: io_uring, pread, mmap, unified memory, cuFile, warpstore",
+     declare_iomethods, run_iomethods},
 };
 
 constexpr int exit_ok = 0, exit_error = 1, exit_usage = 2, exit_mismatch = 3;

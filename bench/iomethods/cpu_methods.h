@@ -41,7 +41,8 @@ class destination {
                     std::size_t bytes) = 0;
   virtual void wait(unsigned thread, unsigned buffer) = 0;
   // 8-byte words of slots [0, count) that differ from the pattern, where slot
-  // k holds request first + k of `tr` (request_bytes each).
+  // k holds request first + k of `tr` (request_bytes each); then overwrites
+  // the slots, so a request the next round skips cannot pass with old bytes.
   virtual std::uint64_t verify(const trace& tr, std::uint64_t first, std::uint64_t count,
                                std::uint32_t request_bytes, std::uint64_t seed) = 0;
 };

@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# The I/O-methods comparison (issue 5, item 4) on the GPU machine, in one
+# command from the repository root:
+#
+#   source .deps/unpack-deps.sh; scripts/gpu-iomethods.sh
+#
+# Builds warpstore-bench (Release, sm_90, build-gpu), then runs
+# `warpstore-bench iomethods` on an 8 GiB page-cache-resident pattern file:
+# io_uring (the ceiling), pread + cudaMemcpy, mmap + cudaMemcpy, unified
+# memory, cuFile, warpstore block and array (cold, hot), random 4 KiB and
+# sequential 128 KiB reads, with the sweeps. cuFile runs with a cufile.json
+# that allows compatibility mode (no nvidia-fs on that machine); two short
+# extra runs try cuFile with no cufile.json and with compatibility mode
+# forced, each recorded under its own name (a failure is recorded with its
+# error). Results: bench/results/iomethods.json (started afresh), copied to
+# $OUT with every log. Whole run: at most BUDGET seconds (default 215).
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+out=${OUT:-$root/gpu-iomethods-out}
+mkdir -p "$out"
+build=${BUILD_DIR:-$root/build-gpu}
+budget=${BUDGET:-215}
+start=$SECONDS
+status=0
+export WARPSTORE_COMMIT=${WARPSTORE_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
+export WARPSTORE_BENCH_COMMAND="scripts/gpu-iomethods.sh"
+json=$root/bench/results/iomethods.json
+file=${FILE:-/tmp/warpstore-bench.dat}
+left() { echo $((budget - (SECONDS - start))); }
+
+{
+  date -u
+  nvidia-smi -L
+  nproc
+  free -g | head -2
+  df -h /tmp | tail -1
+  ls -l /usr/local/cuda/lib64/libcufile* /usr/lib/x86_64-linux-gnu/libcufile* 2>&1
+  lsmod 2>/dev/null | grep -i nvidia_fs || echo "nvidia_fs: not loaded"
+} >"$out/machine.log" 2>&1
+
+echo "== build (warpstore-bench)" >&2
+if ! { timeout 150 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+         -DCMAKE_CUDA_ARCHITECTURES=90 &&
+       timeout $(($(left) - 40)) cmake --build "$build" -j 16 --target warpstore-bench; } \
+     >"$out/build.log" 2>&1; then
+  tail -40 "$out/build.log" >&2
+  echo "gpu-iomethods: build failed after $((SECONDS - start)) s" >&2
+  exit 1
+fi
+echo "   built in $((SECONDS - start)) s" >&2
+bench=$build/bench/warpstore-bench
+
+# cufile.json variants: compatibility mode allowed (the main run), forced.
+cufile_json() {  # $1 = force_compat_mode
+  cat <<EOF
+{
+  "logging": { "dir": "$out", "level": "ERROR" },
+  "properties": {
+    "allow_compat_mode": true,
+    "force_compat_mode": $1
+  }
+}
+EOF
+}
+cufile_json false >"$out/cufile-compat.json"
+cufile_json true >"$out/cufile-forcecompat.json"
+
+common=(--file "$file" --file-size 8GiB --json "$json" --service-threads 8 --direct off)
+
+echo "== iomethods (budget left: $(left) s)" >&2
+CUFILE_ENV_PATH_JSON="$out/cufile-compat.json" \
+  timeout -k 5 $(($(left) - 25)) "$bench" iomethods --fresh "${common[@]}" >"$out/iomethods.log" 2>&1 ||
+  { status=1; echo "gpu-iomethods: iomethods exited $?" >&2; }
+tail -60 "$out/iomethods.log" >&2
+
+# cuFile diagnostics: no cufile.json, then compatibility mode forced; short runs.
+for variant in default forcecompat; do
+  [ "$(left)" -gt 20 ] || { echo "gpu-iomethods: no time left for cufile $variant" >&2; break; }
+  echo "== cufile $variant (budget left: $(left) s)" >&2
+  if [ $variant = default ]; then env_json=(env -u CUFILE_ENV_PATH_JSON); else
+    env_json=(env CUFILE_ENV_PATH_JSON="$out/cufile-forcecompat.json"); fi
+  "${env_json[@]}" timeout -k 5 $(($(left) - 10)) "$bench" iomethods "${common[@]}" --methods cufile \
+    --patterns random4k --slow-bytes 16MiB --cufile-label $variant \
+    >"$out/cufile-$variant.log" 2>&1 || { status=1; echo "gpu-iomethods: cufile $variant exited $?" >&2; }
+  grep -E "cufile|FAILED" "$out/cufile-$variant.log" | tail -5 >&2
+done
+
+cp "$json" "$out/" 2>/dev/null
+echo "gpu-iomethods: done in $((SECONDS - start)) s, status $status" >&2
+exit $status
