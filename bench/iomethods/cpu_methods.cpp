@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <liburing.h>
+
 #include <algorithm>
 #include <barrier>
 #include <cerrno>
@@ -12,6 +14,7 @@
 #include <exception>
 #include <functional>
 #include <mutex>
+#include <numeric>
 #include <stdexcept>
 #include <system_error>
 #include <thread>
@@ -74,6 +77,15 @@ void check_config(const cpu_method_config& cfg, std::uint64_t file_bytes) {
 }  // namespace
 
 method_result run_rounds(const cpu_method_config& cfg, destination& dst, const thread_body& body) {
+  return run_rounds(cfg,
+                    round_hooks{{},
+                                [&](std::uint64_t first, std::uint64_t count) {
+                                  return dst.verify(cfg.tr, first, count, cfg.request_bytes, cfg.file_seed);
+                                }},
+                    body);
+}
+
+method_result run_rounds(const cpu_method_config& cfg, const round_hooks& hooks, const thread_body& body) {
   method_result res;
   res.requests = cfg.requests;
   res.bytes = cfg.requests * cfg.request_bytes;
@@ -106,14 +118,23 @@ method_result run_rounds(const cpu_method_config& cfg, destination& dst, const t
   for (unsigned r = 0; r < rounds; ++r) {
     round_base = static_cast<std::uint64_t>(r) * cfg.slots;
     round_count = std::min(cfg.slots, cfg.requests - round_base);
+    // A hook that fails must not leave the threads at the barrier: record it like theirs.
+    auto guarded = [&](const auto& hook) {
+      if (failure) return;
+      try {
+        hook();
+      } catch (...) {
+        failure = std::current_exception();
+      }
+    };
+    if (hooks.prepare) guarded([&] { hooks.prepare(round_base, round_count); });
     const cpu_meter cpu;
     const stopwatch clock;
     sync.arrive_and_wait();
     sync.arrive_and_wait();
     res.seconds += clock.seconds();
     res.cpu_seconds += cpu.seconds();
-    if (!failure)
-      res.mismatches += dst.verify(cfg.tr, round_base, round_count, cfg.request_bytes, cfg.file_seed);
+    guarded([&] { res.mismatches += hooks.verify(round_base, round_count); });
   }
   for (auto& th : pool) th.join();
   if (failure) std::rethrow_exception(failure);
@@ -215,6 +236,247 @@ method_result run_mmap_method(const cpu_method_config& cfg, destination& dst) {
       dst.copy(t, 0, k * B, bytes + cfg.tr.index(base + k) * B, B);
       dst.wait(t, 0);
       lat.push_back(micros_since(start));
+    }
+  });
+}
+
+// ---- writes ----------------------------------------------------------------------
+
+host_source::host_source(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
+    : data_(bytes), staging_bytes_(staging_bytes), staging_(2 * std::size_t{threads}) {
+  for (auto& s : staging_) s.resize(staging_bytes);
+}
+
+std::byte* host_source::staging(unsigned thread, unsigned buffer) {
+  return staging_.at(2 * std::size_t{thread} + buffer).data();
+}
+
+void host_source::fetch(unsigned, unsigned, std::uint64_t offset, std::byte* dst, std::size_t bytes) {
+  if (offset > data_.size() || bytes > data_.size() - offset)
+    throw std::out_of_range("host_source: fetch past the end");
+  std::memcpy(dst, data_.data() + offset, bytes);
+}
+
+void host_source::fill(const trace& tr, std::uint64_t first, std::uint64_t count, std::uint32_t request_bytes,
+                       std::uint64_t seed) {
+  if (count * request_bytes > data_.size()) throw std::out_of_range("host_source: fill past the end");
+  for (std::uint64_t k = 0; k < count; ++k)
+    tools::fill_buffer(data_.data() + k * request_bytes, tr.index(first + k) * request_bytes, request_bytes,
+                       seed);
+}
+
+void make_write_target(const std::string& path, std::uint64_t bytes) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "create write target " + path);
+  const int rc = ::ftruncate(fd, static_cast<off_t>(bytes));
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0) throw std::system_error(err, std::generic_category(), "size write target " + path);
+}
+
+void discard_write_target(const std::string& path) {
+  ::truncate(path.c_str(), 0);  // dirty pages go without being written back
+  ::unlink(path.c_str());
+}
+
+std::uint64_t verify_written(const std::string& path, const trace& tr, std::uint64_t first,
+                             std::uint64_t count, std::uint32_t request_bytes, std::uint64_t seed,
+                             unsigned threads) {
+  const fd_holder file(path);
+  threads = std::max(1u, threads);
+  std::vector<std::uint64_t> bad(threads, 0);
+  std::exception_ptr failure;
+  std::mutex failure_lock;
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      try {
+        std::vector<std::byte> buf(request_bytes);
+        for (std::uint64_t k = count * t / threads; k < count * (t + 1) / threads; ++k) {
+          const std::uint64_t off = tr.index(first + k) * request_bytes;
+          pread_fully(file.fd, buf.data(), request_bytes, off, first + k);
+          bad[t] += tools::count_mismatches(buf.data(), off, request_bytes, seed);
+        }
+      } catch (...) {
+        const std::lock_guard<std::mutex> g(failure_lock);
+        if (!failure) failure = std::current_exception();
+      }
+    });
+  for (auto& th : pool) th.join();
+  if (failure) std::rethrow_exception(failure);
+  return std::accumulate(bad.begin(), bad.end(), std::uint64_t{0});
+}
+
+namespace {
+
+void pwrite_fully(int fd, const std::byte* buf, std::size_t bytes, std::uint64_t offset, std::uint64_t request) {
+  std::size_t done = 0;
+  while (done < bytes) {
+    const ssize_t n = ::pwrite(fd, buf + done, bytes - done, static_cast<off_t>(offset + done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      throw std::system_error(n < 0 ? errno : EIO, std::generic_category(),
+                              "pwrite of request " + std::to_string(request) + " at offset " +
+                                  std::to_string(offset));
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+std::uint64_t target_bytes(const std::string& path) {
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) throw std::system_error(errno, std::generic_category(), "stat " + path);
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+round_hooks write_hooks(const cpu_method_config& cfg, source* src) {
+  return {[&cfg, src](std::uint64_t first, std::uint64_t count) {
+            if (src) src->fill(cfg.tr, first, count, cfg.request_bytes, cfg.file_seed);
+          },
+          [&cfg](std::uint64_t first, std::uint64_t count) {
+            return verify_written(cfg.path, cfg.tr, first, count, cfg.request_bytes, cfg.file_seed, cfg.threads);
+          }};
+}
+
+}  // namespace
+
+method_result run_pwrite_method(const cpu_method_config& cfg, source& src) {
+  check_config(cfg, target_bytes(cfg.path));
+  const int fd = ::open(cfg.path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + cfg.path + " for writing");
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_on_exit{fd};
+  const std::uint64_t B = cfg.request_bytes;
+  const std::uint64_t batch = src.staging_bytes() / B;
+  if (batch == 0) throw std::invalid_argument("pwrite method: staging holds no whole request");
+
+  return run_rounds(cfg, write_hooks(cfg, &src),
+                    [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
+                        std::vector<float>& lat) {
+    // Latency of a request: from the start of its batch's fetch to the end of its pwrite.
+    std::uint64_t fetched_at[2] = {0, 0};
+    auto start_fetch = [&](unsigned b, std::uint64_t k0) {
+      fetched_at[b] = monotonic_ns();
+      src.fetch(t, b, k0 * B, src.staging(t, b), std::min(batch, last - k0) * B);
+    };
+    unsigned b = 0;
+    if (first < last) start_fetch(0, first);
+    for (std::uint64_t k0 = first; k0 < last; k0 += batch, b ^= 1u) {
+      src.wait(t, b);
+      if (k0 + batch < last) start_fetch(b ^ 1u, k0 + batch);  // overlaps these pwrites
+      const std::byte* stage = src.staging(t, b);
+      for (std::uint64_t k = k0; k < std::min(k0 + batch, last); ++k) {
+        const std::uint64_t i = base + k;
+        pwrite_fully(fd, stage + (k - k0) * B, B, cfg.tr.index(i) * B, i);
+        lat.push_back(micros_since(fetched_at[b]));
+      }
+    }
+  });
+}
+
+method_result run_mmap_write_method(const cpu_method_config& cfg, source& src) {
+  const std::uint64_t file_bytes = target_bytes(cfg.path);
+  check_config(cfg, file_bytes);
+  const int fd = ::open(cfg.path.c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + cfg.path + " for writing");
+  void* map = ::mmap(nullptr, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  const int err = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (map == MAP_FAILED) throw std::system_error(err, std::generic_category(), "mmap " + cfg.path);
+  struct unmapper {
+    void* p;
+    std::size_t n;
+    ~unmapper() { ::munmap(p, n); }
+  } unmap_on_exit{map, file_bytes};
+  auto* bytes = static_cast<std::byte*>(map);
+  const std::uint64_t B = cfg.request_bytes;
+  return run_rounds(cfg, write_hooks(cfg, &src),
+                    [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
+                        std::vector<float>& lat) {
+    for (std::uint64_t k = first; k < last; ++k) {
+      const std::uint64_t start = monotonic_ns();
+      src.fetch(t, 0, k * B, bytes + cfg.tr.index(base + k) * B, B);
+      src.wait(t, 0);
+      lat.push_back(micros_since(start));
+    }
+  });
+}
+
+method_result run_uring_write_method(const cpu_method_config& cfg, unsigned queue_depth, std::byte* arena) {
+  check_config(cfg, target_bytes(cfg.path));
+  if (queue_depth == 0 || queue_depth > 32768)
+    throw std::invalid_argument("uring write: queue depth must be 1 to 32768");
+  const int fd = ::open(cfg.path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + cfg.path + " for writing");
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } close_on_exit{fd};
+  const std::uint64_t B = cfg.request_bytes;
+  // One ring per thread, set up before the clock starts.
+  std::vector<io_uring> rings(cfg.threads);
+  unsigned ready = 0;
+  struct ring_guard {
+    std::vector<io_uring>& rings;
+    unsigned& ready;
+    ~ring_guard() {
+      for (unsigned i = 0; i < ready; ++i) io_uring_queue_exit(&rings[i]);
+    }
+  } exit_rings{rings, ready};
+  for (; ready < cfg.threads; ++ready)
+    if (const int e = io_uring_queue_init(queue_depth, &rings[ready], 0); e < 0)
+      throw std::system_error(-e, std::generic_category(), "io_uring_queue_init for writes");
+  std::vector<std::uint64_t> submitted(cfg.slots);
+  round_hooks hooks = write_hooks(cfg, nullptr);
+  hooks.prepare = [&](std::uint64_t first, std::uint64_t count) {
+    for (std::uint64_t k = 0; k < count; ++k)
+      tools::fill_buffer(arena + k * B, cfg.tr.index(first + k) * B, B, cfg.file_seed);
+  };
+
+  return run_rounds(cfg, hooks,
+                    [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
+                        std::vector<float>& lat) {
+    io_uring* ring = &rings[t];
+    std::uint64_t next = first, inflight = 0, done = 0;
+    while (done < last - first) {
+      while (inflight < queue_depth && next < last) {
+        io_uring_sqe* sqe = io_uring_get_sqe(ring);
+        if (!sqe) break;
+        io_uring_prep_write(sqe, fd, arena + next * B, static_cast<unsigned>(B), cfg.tr.index(base + next) * B);
+        io_uring_sqe_set_data64(sqe, next);
+        submitted[next] = monotonic_ns();
+        ++next;
+        ++inflight;
+      }
+      const int ret = io_uring_submit_and_wait(ring, 1);
+      if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
+        throw std::system_error(-ret, std::generic_category(), "io_uring_submit_and_wait (writes)");
+      const std::uint64_t now = monotonic_ns();
+      unsigned head = 0, seen = 0;
+      io_uring_cqe* cqe = nullptr;
+      std::string error;
+      io_uring_for_each_cqe(ring, head, cqe) {
+        ++seen;
+        const std::uint64_t k = io_uring_cqe_get_data64(cqe);
+        lat.push_back(static_cast<float>(static_cast<double>(now - submitted[k]) * 1e-3));
+        if (cqe->res != static_cast<int>(B) && error.empty())
+          error = "io_uring write of request " + std::to_string(base + k) + ": " +
+                  (cqe->res < 0 ? std::strerror(-cqe->res) : std::to_string(cqe->res) + " bytes written");
+      }
+      io_uring_cq_advance(ring, seen);
+      inflight -= seen;
+      done += seen;
+      if (!error.empty()) {
+        // Reap what is still in flight (bounded) before the arena is refilled.
+        __kernel_timespec ts{1, 0};
+        for (; inflight > 0; --inflight) {
+          io_uring_cqe* c = nullptr;
+          if (io_uring_wait_cqe_timeout(ring, &c, &ts) < 0) break;
+          io_uring_cqe_seen(ring, c);
+        }
+        throw std::runtime_error(error);
+      }
     }
   });
 }

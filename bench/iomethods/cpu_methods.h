@@ -94,15 +94,89 @@ struct method_result {
 using thread_body = std::function<void(unsigned thread, std::uint64_t round_base, std::uint64_t first,
                                        std::uint64_t last, std::vector<float>& latencies)>;
 
+// What a method does around each round: `prepare` before its clock starts
+// (may be empty), `verify` after it stops (returns wrong 8-byte words).
+struct round_hooks {
+  std::function<void(std::uint64_t first, std::uint64_t count)> prepare;
+  std::function<std::uint64_t(std::uint64_t first, std::uint64_t count)> verify;
+};
+
 // The rounds every CPU-driven method runs (cuFile too): cfg.threads threads
 // run `body` on their shares; the clock and the CPU meter run only while
-// they do; then `dst` is verified with both stopped. The first exception a
-// thread raises is raised here after all threads have finished.
+// they do. The first exception a thread raises is raised here after all
+// threads have finished.
+method_result run_rounds(const cpu_method_config& cfg, const round_hooks& hooks, const thread_body& body);
+// Reads: each round verified in `dst`.
 method_result run_rounds(const cpu_method_config& cfg, destination& dst, const thread_body& body);
 
 // Both raise std::runtime_error / std::system_error naming the request on
 // any failed or short read, and std::invalid_argument on a bad config.
 method_result run_pread_method(const cpu_method_config& cfg, destination& dst);
 method_result run_mmap_method(const cpu_method_config& cfg, destination& dst);
+
+// ---- writes ------------------------------------------------------------------------
+//
+// Write methods write the pattern bytes of each request to its block of a
+// write target: a file of the source file's size, made sparse (zeros) first,
+// so a request that was never written reads back wrong. Writes are buffered
+// (page cache), not made durable. After each round the written blocks are
+// read back with pread and compared with the pattern, with the clock stopped.
+
+// Where the bytes to write come from: GPU memory in warpstore-bench, host
+// memory in the CPU tests. Slot k of a round holds request first + k.
+class source {
+ public:
+  virtual ~source() = default;
+  virtual std::byte* staging(unsigned thread, unsigned buffer) = 0;
+  virtual std::size_t staging_bytes() const = 0;
+  // Starts copying `bytes` from byte `offset` of the source to host memory
+  // `dst` for `thread`'s buffer `buffer`; done once wait() returns.
+  virtual void fetch(unsigned thread, unsigned buffer, std::uint64_t offset, std::byte* dst,
+                     std::size_t bytes) = 0;
+  virtual void wait(unsigned thread, unsigned buffer) = 0;
+  // Before a round (untimed): slot k := the pattern of request first + k.
+  virtual void fill(const trace& tr, std::uint64_t first, std::uint64_t count,
+                    std::uint32_t request_bytes, std::uint64_t seed) = 0;
+};
+
+// Host memory: fetches are memcpy, done at once.
+class host_source final : public source {
+ public:
+  host_source(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes);
+  std::byte* staging(unsigned thread, unsigned buffer) override;
+  std::size_t staging_bytes() const override { return staging_bytes_; }
+  void fetch(unsigned thread, unsigned buffer, std::uint64_t offset, std::byte* dst,
+             std::size_t bytes) override;
+  void wait(unsigned, unsigned) override {}
+  void fill(const trace& tr, std::uint64_t first, std::uint64_t count, std::uint32_t request_bytes,
+            std::uint64_t seed) override;
+  std::byte* data() { return data_.data(); }
+
+ private:
+  std::vector<std::byte> data_;
+  std::size_t staging_bytes_;
+  std::vector<std::vector<std::byte>> staging_;
+};
+
+// Creates (or truncates) `path` as a sparse file of `bytes` zeros.
+void make_write_target(const std::string& path, std::uint64_t bytes);
+// Drops `path`'s contents (truncate to 0: dirty pages are discarded, not
+// written back) and removes it.
+void discard_write_target(const std::string& path);
+// 8-byte words of the blocks of requests [first, first + count) of `tr` in
+// the file at `path` that differ from the pattern, read back with `threads` threads.
+std::uint64_t verify_written(const std::string& path, const trace& tr, std::uint64_t first,
+                             std::uint64_t count, std::uint32_t request_bytes, std::uint64_t seed,
+                             unsigned threads);
+
+// cfg.path is the write target. pwrite: each thread fetches a batch of
+// requests into pinned staging while it pwrites the batch before
+// (double-buffered). mmap: the target mapped shared; one fetch per request
+// straight into the mapping. uring: the ceiling, io_uring writes (QD
+// queue_depth per thread) from `arena`, host memory of cfg.slots requests
+// filled with the pattern before each round.
+method_result run_pwrite_method(const cpu_method_config& cfg, source& src);
+method_result run_mmap_write_method(const cpu_method_config& cfg, source& src);
+method_result run_uring_write_method(const cpu_method_config& cfg, unsigned queue_depth, std::byte* arena);
 
 }  // namespace warpstore::bench::iomethods

@@ -234,6 +234,96 @@ TEST(UringCeiling, RecordsOneLatencyPerRequest) {
   EXPECT_GE(r.cpu_seconds, 0);
 }
 
+// Writes go to a sparse target of the file's size: a request not written
+// reads back as zeros and fails the check.
+class write_target {
+ public:
+  explicit write_target(const pattern_file_fixture& f) : path_(f.path() + ".target") {
+    io::make_write_target(path_, f.bytes());
+  }
+  ~write_target() { io::discard_write_target(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+TEST(WriteMethods, PwriteMmapAndUringWriteThePattern) {
+  const pattern_file_fixture f(std::uint64_t{8} << 20);
+  for (const std::uint32_t request : {4096u, 128u << 10}) {
+    const auto tr = request == 4096 ? wb::trace::uniform(21, f.bytes() / request)
+                                    : wb::trace::sequential(f.bytes() / request);
+    {
+      const write_target target(f);
+      auto cfg = config_for(f, tr, request, 200, 64);  // 4 rounds
+      cfg.path = target.path();
+      io::host_source src(cfg.slots * request, cfg.threads, 4 * request);
+      const io::method_result r = io::run_pwrite_method(cfg, src);
+      EXPECT_EQ(r.mismatches, 0u) << request;
+      EXPECT_EQ(r.latency.samples, 200u) << request;
+      EXPECT_EQ(r.rounds, 4u) << request;
+    }
+    {
+      const write_target target(f);
+      auto cfg = config_for(f, tr, request, 150, 64);
+      cfg.path = target.path();
+      io::host_source src(cfg.slots * request, cfg.threads, request);
+      const io::method_result r = io::run_mmap_write_method(cfg, src);
+      EXPECT_EQ(r.mismatches, 0u) << request;
+      EXPECT_EQ(r.latency.samples, 150u) << request;
+    }
+    {
+      const write_target target(f);
+      auto cfg = config_for(f, tr, request, 300, 100);
+      cfg.path = target.path();
+      std::vector<std::byte> arena(cfg.slots * request);
+      const io::method_result r = io::run_uring_write_method(cfg, 8, arena.data());
+      EXPECT_EQ(r.mismatches, 0u) << request;
+      EXPECT_EQ(r.latency.samples, 300u) << request;
+      EXPECT_EQ(r.rounds, 3u) << request;
+    }
+  }
+}
+
+// A source that never gets the pattern (fill does nothing): every request
+// writes zeros and the read-back finds each one wrong.
+TEST(WriteMethods, WrongBytesAreCounted) {
+  const pattern_file_fixture f(std::uint64_t{1} << 20);
+  class unfilled_source final : public io::source {
+   public:
+    explicit unfilled_source(std::uint64_t bytes) : inner_(bytes, 3, 4096) {}
+    std::byte* staging(unsigned t, unsigned b) override { return inner_.staging(t, b); }
+    std::size_t staging_bytes() const override { return inner_.staging_bytes(); }
+    void fetch(unsigned t, unsigned b, std::uint64_t off, std::byte* dst, std::size_t n) override {
+      inner_.fetch(t, b, off, dst, n);
+    }
+    void wait(unsigned t, unsigned b) override { inner_.wait(t, b); }
+    void fill(const wb::trace&, std::uint64_t, std::uint64_t, std::uint32_t, std::uint64_t) override {}
+
+   private:
+    io::host_source inner_;
+  };
+  const write_target target(f);
+  auto cfg = config_for(f, wb::trace::sequential(f.bytes() / 4096), 4096, 10, 10);
+  cfg.path = target.path();
+  unfilled_source src(cfg.slots * 4096);
+  // Pattern words that happen to be zero would pass; the pattern has none here.
+  EXPECT_EQ(io::run_pwrite_method(cfg, src).mismatches, 10u * 4096 / 8);
+}
+
+TEST(WriteMethods, MissingTargetNamesIt) {
+  const pattern_file_fixture f(std::uint64_t{1} << 20);
+  auto cfg = config_for(f, wb::trace::sequential(f.bytes() / 4096), 4096, 10, 10);
+  cfg.path = f.path() + ".absent";
+  io::host_source src(cfg.slots * 4096, cfg.threads, 4096);
+  try {
+    io::run_pwrite_method(cfg, src);
+    FAIL() << "no exception";
+  } catch (const std::system_error& e) {
+    EXPECT_NE(std::string(e.what()).find(".absent"), std::string::npos) << e.what();
+  }
+}
+
 // The CI machine has no libcufile: loading must say why instead of failing
 // the build or the process; where it is present its entry points resolve.
 TEST(CuFile, LoadsOrSaysWhyNot) {
