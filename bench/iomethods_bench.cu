@@ -182,6 +182,78 @@ class gpu_destination final : public im::destination {
   std::vector<cudaEvent_t> events_;
 };
 
+// Where the CPU-driven write methods fetch from: the device buffer, slot k
+// filled with the pattern of its request by a kernel before each round.
+__global__ void fill_slots_kernel(std::uint64_t* dst, trace tr, std::uint64_t first, std::uint64_t count,
+                                  std::uint32_t request_bytes, std::uint64_t seed) {
+  const std::uint64_t words = request_bytes / 8;
+  const std::uint64_t n = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
+  for (std::uint64_t w = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < count * words;
+       w += n) {
+    const std::uint64_t k = w / words;
+    dst[w] = tools::pattern_word(tr.index(first + k) * request_bytes + (w % words) * 8, seed);
+  }
+}
+
+class gpu_source final : public im::source {
+ public:
+  gpu_source(std::byte* device, std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
+      : device_(device), bytes_(bytes), staging_bytes_(staging_bytes) {
+    staging_ = runtime::make_host_mapped<std::byte>(2 * staging_bytes * threads);
+    streams_.resize(threads);
+    events_.resize(2 * std::size_t{threads});
+    for (auto& s : streams_) WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (auto& e : events_) WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  }
+  ~gpu_source() override {
+    for (auto& e : events_)
+      if (e) cudaEventDestroy(e);
+    for (auto& s : streams_)
+      if (s) cudaStreamDestroy(s);
+  }
+  gpu_source(const gpu_source&) = delete;
+  gpu_source& operator=(const gpu_source&) = delete;
+
+  std::byte* staging(unsigned t, unsigned b) override {
+    return staging_.get() + (2 * std::size_t{t} + b) * staging_bytes_;
+  }
+  std::size_t staging_bytes() const override { return staging_bytes_; }
+  void fetch(unsigned t, unsigned b, std::uint64_t offset, std::byte* dst, std::size_t n) override {
+    if (offset > bytes_ || n > bytes_ - offset) throw runtime_error("gpu_source: fetch past the end");
+    WARPSTORE_CUDA_TRY(cudaMemcpyAsync(dst, device_ + offset, n, cudaMemcpyDeviceToHost, streams_[t]));
+    WARPSTORE_CUDA_TRY(cudaEventRecord(events_[2 * std::size_t{t} + b], streams_[t]));
+  }
+  void wait(unsigned t, unsigned b) override {
+    WARPSTORE_CUDA_TRY(cudaEventSynchronize(events_[2 * std::size_t{t} + b]));
+  }
+  void fill(const trace& tr, std::uint64_t first, std::uint64_t count, std::uint32_t request_bytes,
+            std::uint64_t seed) override {
+    if (count * request_bytes > bytes_) throw runtime_error("gpu_source: fill past the end");
+    fill_slots_kernel<<<1024, 256>>>(reinterpret_cast<std::uint64_t*>(device_), tr, first, count, request_bytes,
+                                     seed);
+    check_launch("fill_slots_kernel");
+  }
+
+ private:
+  std::byte* device_;
+  std::uint64_t bytes_;
+  std::size_t staging_bytes_;
+  runtime::host_mapped_ptr<std::byte> staging_;
+  std::vector<cudaStream_t> streams_;
+  std::vector<cudaEvent_t> events_;
+};
+
+// Writes: the source filled before each round, the target read back after.
+im::round_hooks write_hooks(const im::cpu_method_config& cfg, im::source& src) {
+  return {[&cfg, &src](std::uint64_t first, std::uint64_t count) {
+            src.fill(cfg.tr, first, count, cfg.request_bytes, cfg.file_seed);
+          },
+          [&cfg](std::uint64_t first, std::uint64_t count) {
+            return im::verify_written(cfg.path, cfg.tr, first, count, cfg.request_bytes, cfg.file_seed,
+                                      cfg.threads);
+          }};
+}
+
 // ---- one measured figure of a method ------------------------------------------------
 
 struct figure {
@@ -227,6 +299,8 @@ struct study {
   std::size_t staging_bytes = 0;
   std::optional<figure> ceiling;
   std::string ceiling_name;
+  std::optional<figure> write_ceiling;  // io_uring writes from pinned memory
+  std::string write_ceiling_name;
 };
 
 // GPU-initiated methods: a launch per round of `slots` requests, timed with
@@ -325,6 +399,43 @@ figure run_mmap(const study& s, unsigned threads) {
   return from_cpu(im::run_mmap_method(cpu_config(s, threads, s.slow_requests), dst), threads);
 }
 
+// A fresh sparse write target for one write method, discarded after it.
+struct scratch_target {
+  std::string path;
+  scratch_target(std::string p, std::uint64_t bytes) : path(std::move(p)) { im::make_write_target(path, bytes); }
+  ~scratch_target() { im::discard_write_target(path); }
+  scratch_target(const scratch_target&) = delete;
+  scratch_target& operator=(const scratch_target&) = delete;
+};
+
+figure run_uring_write(const study& s, const options& opts, unsigned threads, const std::string& target) {
+  const scratch_target t(target, s.file.bytes);
+  im::cpu_method_config cfg = cpu_config(s, threads, s.requests);
+  cfg.path = t.path;
+  auto arena = runtime::make_host_mapped<std::byte>(s.slots * s.request);  // pinned, like the read ceiling
+  figure f = from_cpu(im::run_uring_write_method(cfg, opts.uring_depth, arena.get()), threads);
+  f.extra.push_back({"queue_depth", opts.uring_depth});
+  return f;
+}
+
+figure run_pwrite(const study& s, unsigned threads, const std::string& target) {
+  const scratch_target t(target, s.file.bytes);
+  im::cpu_method_config cfg = cpu_config(s, threads, s.requests);
+  cfg.path = t.path;
+  gpu_source src(s.dst, s.slots * s.request, threads, std::max<std::size_t>(s.staging_bytes, s.request));
+  figure f = from_cpu(im::run_pwrite_method(cfg, src), threads);
+  f.extra.push_back({"staging_bytes", static_cast<unsigned long long>(src.staging_bytes())});
+  return f;
+}
+
+figure run_mmap_write(const study& s, unsigned threads, const std::string& target) {
+  const scratch_target t(target, s.file.bytes);
+  im::cpu_method_config cfg = cpu_config(s, threads, s.slow_requests);
+  cfg.path = t.path;
+  gpu_source src(s.dst, s.slots * s.request, threads, s.request);
+  return from_cpu(im::run_mmap_write_method(cfg, src), threads);
+}
+
 // The managed copy of the file, made once and shared by both patterns.
 struct managed_file {
   std::byte* data = nullptr;
@@ -393,7 +504,12 @@ figure run_uvm(const study& s, const managed_file& m, std::uint64_t threads, std
   return f;
 }
 
-figure run_cufile(const study& s, unsigned threads, std::vector<std::string>& log) {
+// Reads from the file, or (with `write_target`) writes the pattern from GPU
+// memory to that sparse target, through cuFile.
+figure run_cufile(const study& s, unsigned threads, std::vector<std::string>& log,
+                  const std::string& write_target = "") {
+  const bool writing = !write_target.empty();
+  const std::string& path = writing ? write_target : s.file.path;
   std::string why;
   const auto lib = im::cufile_library::load(why);
   if (!lib) throw runtime_error(why);
@@ -404,8 +520,8 @@ figure run_cufile(const study& s, unsigned threads, std::vector<std::string>& lo
   std::string refusals;
   bool direct = false;
   for (const bool try_direct : {true, false}) {
-    const int flags = O_RDONLY | O_CLOEXEC | (try_direct ? O_DIRECT : 0);
-    const int f = ::open(s.file.path.c_str(), flags);
+    const int flags = (writing ? O_WRONLY : O_RDONLY) | O_CLOEXEC | (try_direct ? O_DIRECT : 0);
+    const int f = ::open(path.c_str(), flags);
     if (f < 0) {
       refusals += std::string(try_direct ? "O_DIRECT" : "buffered") + " open: errno " + std::to_string(errno) + "; ";
       continue;
@@ -436,23 +552,33 @@ figure run_cufile(const study& s, unsigned threads, std::vector<std::string>& lo
     lib->register_buffer(s.dst, s.slots * s.request);
   } catch (const im::cufile_error& e) {
     buffer_registered = false;
-    log.push_back(std::string("cufile: reading into an unregistered buffer: ") + e.what());
+    log.push_back(std::string("cufile: using an unregistered buffer: ") + e.what());
   }
-  gpu_destination dst(s.dst, s.slots * s.request, threads, s.request);
   const std::uint64_t B = s.request;
-  const im::method_result r = im::run_rounds(
-      cpu_config(s, threads, s.slow_requests), dst,
-      [&](unsigned, std::uint64_t base, std::uint64_t first, std::uint64_t last, std::vector<float>& lat) {
-        for (std::uint64_t k = first; k < last; ++k) {
-          const std::uint64_t start = im::monotonic_ns();
-          const std::uint64_t off = s.tr.index(base + k) * B;
-          const ssize_t n = lib->read(h, s.dst, B, static_cast<off_t>(off), static_cast<off_t>(k * B));
-          if (n != static_cast<ssize_t>(B))
-            throw runtime_error("cuFileRead of request " + std::to_string(base + k) + " (offset " +
-                                std::to_string(off) + ") returned " + std::to_string(n));
-          lat.push_back(static_cast<float>(static_cast<double>(im::monotonic_ns() - start) * 1e-3));
-        }
-      });
+  im::cpu_method_config cfg = cpu_config(s, threads, s.slow_requests);
+  const char* call = writing ? "cuFileWrite" : "cuFileRead";
+  const im::thread_body body = [&](unsigned, std::uint64_t base, std::uint64_t first, std::uint64_t last,
+                                   std::vector<float>& lat) {
+    for (std::uint64_t k = first; k < last; ++k) {
+      const std::uint64_t start = im::monotonic_ns();
+      const std::uint64_t off = s.tr.index(base + k) * B;
+      const ssize_t n = writing ? lib->write(h, s.dst, B, static_cast<off_t>(off), static_cast<off_t>(k * B))
+                                : lib->read(h, s.dst, B, static_cast<off_t>(off), static_cast<off_t>(k * B));
+      if (n != static_cast<ssize_t>(B))
+        throw runtime_error(std::string(call) + " of request " + std::to_string(base + k) + " (offset " +
+                            std::to_string(off) + ") returned " + std::to_string(n));
+      lat.push_back(static_cast<float>(static_cast<double>(im::monotonic_ns() - start) * 1e-3));
+    }
+  };
+  im::method_result r;
+  if (writing) {
+    cfg.path = write_target;
+    gpu_source src(s.dst, s.slots * s.request, threads, s.request);
+    r = im::run_rounds(cfg, write_hooks(cfg, src), body);
+  } else {
+    gpu_destination dst(s.dst, s.slots * s.request, threads, s.request);
+    r = im::run_rounds(cfg, dst, body);
+  }
   if (buffer_registered) lib->deregister_buffer(s.dst);
   figure f = from_cpu(r, threads);
   f.extra.push_back({"o_direct", direct});
@@ -527,7 +653,8 @@ array_figures run_array_pair(const study& s, const options& base, std::uint64_t 
 
 // ---- results ------------------------------------------------------------------------
 
-result to_result(const study& s, const std::string& name, const figure& f) {
+result to_result(const study& s, const std::string& name, const figure& f, bool write = false) {
+  const std::optional<figure>& ceiling = write ? s.write_ceiling : s.ceiling;
   json::object p = json::object_builder()
                        .add("cpu_seconds", f.cpu_seconds)
                        .add("p50_us", f.latency.p50_us)
@@ -548,15 +675,15 @@ result to_result(const study& s, const std::string& name, const figure& f) {
                        .add("file_bytes", static_cast<unsigned long long>(s.file.bytes))
                        .done();
   for (const auto& kv : f.extra) p.push_back(kv);
-  if (s.ceiling) {
-    p.push_back({"ceiling_iops", s.ceiling->iops});
-    p.push_back({"ceiling_p50_us", s.ceiling->latency.p50_us});
-    p.push_back({"ceiling_p99_us", s.ceiling->latency.p99_us});
-    p.push_back({"ceiling_cpu_seconds", s.ceiling->cpu_seconds});
+  if (ceiling) {
+    p.push_back({"ceiling_iops", ceiling->iops});
+    p.push_back({"ceiling_p50_us", ceiling->latency.p50_us});
+    p.push_back({"ceiling_p99_us", ceiling->latency.p99_us});
+    p.push_back({"ceiling_cpu_seconds", ceiling->cpu_seconds});
   }
   return result{name, f.gbps, "GB/s",
-                s.ceiling ? std::optional<double>(s.ceiling->gbps) : std::nullopt,
-                s.ceiling_name, true, f.mismatches, std::move(p)};
+                ceiling ? std::optional<double>(ceiling->gbps) : std::nullopt,
+                write ? s.write_ceiling_name : s.ceiling_name, true, f.mismatches, std::move(p)};
 }
 
 // A method that could not run: its error in place of a figure, no ratio.
@@ -598,7 +725,10 @@ void declare_iomethods(command_spec& cmd) {
       .option("sweep-threads", "LIST", "1K,16K,128K,512K",
               "random 4 KiB: block and array cold at these total GPU threads (--block-threads each)")
       .option("sweep-cpu-threads", "LIST", "1,4,16", "random 4 KiB: pread with these CPU threads")
-      .option("cufile-label", "NAME", "", "suffix for cuFile result names (a cufile.json variant)");
+      .option("cufile-label", "NAME", "", "suffix for cuFile result names (a cufile.json variant)")
+      .option("write-file", "PATH", "/tmp/warpstore-iomethods-write.dat",
+              "write target (made sparse, the data file's size, for each write method; removed after)")
+      .flag("no-writes", "reads only");
 }
 
 void run_iomethods(const parsed_args& args, report& out) {
@@ -663,10 +793,10 @@ void run_iomethods(const parsed_args& args, report& out) {
     const std::string suffix = "." + pattern + ".read";
 
     // One measurement under its full name: its figure, or its error as the result.
-    auto measure = [&](const std::string& name, const std::function<figure()>& fn) {
+    auto measure = [&](const std::string& name, const std::function<figure()>& fn, bool write = false) {
       std::fprintf(stderr, "iomethods: %s ...\n", name.c_str());
       try {
-        out.results.push_back(to_result(s, name, fn()));
+        out.results.push_back(to_result(s, name, fn(), write));
       } catch (const usage_error&) {
         throw;
       } catch (const std::exception& e) {
@@ -741,6 +871,30 @@ void run_iomethods(const parsed_args& args, report& out) {
           measure(named("array_cold", ".threads" + size_tag(t)),
                   [&] { return run_array_pair(s, opts, t, block_threads, false).cold; });
       }
+    }
+
+    // Writes, for the methods that can write (warpstore writes are not built yet):
+    // the pattern bytes of each request go to a fresh sparse target, read back after each round.
+    if (!args.flag("no-writes")) {
+      const std::string write_file = args.str("write-file");
+      auto named_write = [&](const std::string& method) { return base + method + "." + pattern + ".write"; };
+      measure(named_write("uring"), [&] {
+        figure c = run_uring_write(s, opts, cpu_threads, write_file);
+        s.write_ceiling = c;
+        s.write_ceiling_name = "io_uring " + pattern + " buffered writes from pinned memory, " +
+                               std::to_string(cpu_threads) + " threads, QD " + std::to_string(opts.uring_depth) +
+                               ", same trace";
+        return c;
+      }, true);
+      if (wants("pread")) measure(named_write("pwrite"), [&] { return run_pwrite(s, cpu_threads, write_file); }, true);
+      if (wants("mmap")) measure(named_write("mmap"), [&] { return run_mmap_write(s, cpu_threads, write_file); }, true);
+      if (wants("cufile"))
+        measure(named_write("cufile" + cufile_label), [&] {
+          std::vector<std::string> log;
+          figure f = run_cufile(s, cpu_threads, log, write_file);
+          for (auto& l : log) out.notes.push_back(l);
+          return f;
+        }, true);
     }
   }
 }

@@ -31,6 +31,7 @@ struct cufile_library::entry_points {
   cufile_status (*buf_register)(const void*, std::size_t, int);
   cufile_status (*buf_deregister)(const void*);
   ssize_t (*read)(void*, void*, std::size_t, off_t, off_t);
+  ssize_t (*write)(void*, const void*, std::size_t, off_t, off_t);
 };
 
 cufile_error::cufile_error(const std::string& call, int err, int cu_err)
@@ -68,6 +69,7 @@ std::unique_ptr<cufile_library> cufile_library::load(std::string& why_not) {
   fn->buf_register = reinterpret_cast<decltype(fn->buf_register)>(find("cuFileBufRegister"));
   fn->buf_deregister = reinterpret_cast<decltype(fn->buf_deregister)>(find("cuFileBufDeregister"));
   fn->read = reinterpret_cast<decltype(fn->read)>(find("cuFileRead"));
+  fn->write = reinterpret_cast<decltype(fn->write)>(find("cuFileWrite"));
   if (!why_not.empty()) return nullptr;  // the destructor closes the library
   lib->fn_ = std::move(fn);
   return lib;
@@ -112,6 +114,11 @@ void cufile_library::deregister_buffer(void* device_ptr) { fn_->buf_deregister(d
 ssize_t cufile_library::read(handle h, void* device_base, std::size_t bytes, off_t file_offset,
                              off_t device_offset) {
   return fn_->read(h, device_base, bytes, file_offset, device_offset);
+}
+
+ssize_t cufile_library::write(handle h, const void* device_base, std::size_t bytes, off_t file_offset,
+                              off_t device_offset) {
+  return fn_->write(h, device_base, bytes, file_offset, device_offset);
 }
 
 }  // namespace warpstore::bench::iomethods

@@ -45,6 +45,8 @@ class cufile_library {
   void deregister_buffer(void* device_ptr);
   // cuFileRead: bytes read, or a negative value (-errno, or -CUfileOpError).
   ssize_t read(handle h, void* device_base, std::size_t bytes, off_t file_offset, off_t device_offset);
+  // cuFileWrite: bytes written, or a negative value.
+  ssize_t write(handle h, const void* device_base, std::size_t bytes, off_t file_offset, off_t device_offset);
   const std::string& path() const { return path_; }
 
  private:
