@@ -133,45 +133,44 @@ __global__ void block_kernel(io_ref io, trace tr, std::uint64_t r0, std::uint64_
 
 // ---- where the CPU-driven methods deliver: the device buffer ----------------------
 
-class gpu_destination final : public im::destination {
+// Copies between the device buffer and host memory for CPU threads: a stream
+// per thread, two pinned staging buffers per thread and an event for each.
+class staged_copies {
  public:
-  gpu_destination(std::byte* device, std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
-      : device_(device), bytes_(bytes), staging_bytes_(staging_bytes) {
-    staging_ = runtime::make_host_mapped<std::byte>(2 * staging_bytes * threads);
-    streams_.resize(threads);
-    events_.resize(2 * std::size_t{threads});
+  staged_copies(std::byte* device, std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
+      : device_(device), bytes_(bytes), staging_bytes_(staging_bytes),
+        staging_(runtime::make_host_mapped<std::byte>(2 * staging_bytes * threads)),
+        streams_(threads), events_(2 * std::size_t{threads}) {
     for (auto& s : streams_) WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     for (auto& e : events_) WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    runtime::memset_device(device_, 0xFF, bytes_);
   }
-  ~gpu_destination() override {
+  ~staged_copies() {
     for (auto& e : events_)
       if (e) cudaEventDestroy(e);
     for (auto& s : streams_)
       if (s) cudaStreamDestroy(s);
   }
-  gpu_destination(const gpu_destination&) = delete;
-  gpu_destination& operator=(const gpu_destination&) = delete;
+  staged_copies(const staged_copies&) = delete;
+  staged_copies& operator=(const staged_copies&) = delete;
 
-  std::byte* staging(unsigned t, unsigned b) override {
+  std::byte* staging(unsigned t, unsigned b) const {
     return staging_.get() + (2 * std::size_t{t} + b) * staging_bytes_;
   }
-  std::size_t staging_bytes() const override { return staging_bytes_; }
-  void copy(unsigned t, unsigned b, std::uint64_t offset, const std::byte* src, std::size_t n) override {
-    if (offset > bytes_ || n > bytes_ - offset) throw runtime_error("gpu_destination: copy past the end");
-    WARPSTORE_CUDA_TRY(cudaMemcpyAsync(device_ + offset, src, n, cudaMemcpyHostToDevice, streams_[t]));
+  std::size_t staging_bytes() const { return staging_bytes_; }
+  // Starts copying n bytes between byte `offset` of the device buffer and `host`.
+  void start(unsigned t, unsigned b, std::uint64_t offset, void* host, std::size_t n, bool to_device) {
+    if (offset > bytes_ || n > bytes_ - offset)
+      throw runtime_error("iomethods: copy of " + std::to_string(n) + " bytes at " + std::to_string(offset) +
+                          " past the end of the " + std::to_string(bytes_) + "-byte device buffer");
+    if (to_device)
+      WARPSTORE_CUDA_TRY(cudaMemcpyAsync(device_ + offset, host, n, cudaMemcpyHostToDevice, streams_[t]));
+    else
+      WARPSTORE_CUDA_TRY(cudaMemcpyAsync(host, device_ + offset, n, cudaMemcpyDeviceToHost, streams_[t]));
     WARPSTORE_CUDA_TRY(cudaEventRecord(events_[2 * std::size_t{t} + b], streams_[t]));
   }
-  void wait(unsigned t, unsigned b) override {
-    WARPSTORE_CUDA_TRY(cudaEventSynchronize(events_[2 * std::size_t{t} + b]));
-  }
-  std::uint64_t verify(const trace& tr, std::uint64_t first, std::uint64_t count, std::uint32_t request_bytes,
-                       std::uint64_t seed) override {
-    WARPSTORE_CUDA_TRY(cudaDeviceSynchronize());
-    const std::uint64_t bad = verify_trace(device_, request_bytes, tr, first, count, seed);
-    runtime::memset_device(device_, 0xFF, std::min<std::uint64_t>(bytes_, count * request_bytes));
-    return bad;
-  }
+  void wait(unsigned t, unsigned b) { WARPSTORE_CUDA_TRY(cudaEventSynchronize(events_[2 * std::size_t{t} + b])); }
+  std::byte* device() const { return device_; }
+  std::uint64_t bytes() const { return bytes_; }
 
  private:
   std::byte* device_;
@@ -180,6 +179,30 @@ class gpu_destination final : public im::destination {
   runtime::host_mapped_ptr<std::byte> staging_;
   std::vector<cudaStream_t> streams_;
   std::vector<cudaEvent_t> events_;
+};
+
+class gpu_destination final : public im::destination {
+ public:
+  gpu_destination(std::byte* device, std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
+      : copies_(device, bytes, threads, staging_bytes) {
+    runtime::memset_device(device, 0xFF, bytes);
+  }
+  std::byte* staging(unsigned t, unsigned b) override { return copies_.staging(t, b); }
+  std::size_t staging_bytes() const override { return copies_.staging_bytes(); }
+  void copy(unsigned t, unsigned b, std::uint64_t offset, const std::byte* src, std::size_t n) override {
+    copies_.start(t, b, offset, const_cast<std::byte*>(src), n, true);
+  }
+  void wait(unsigned t, unsigned b) override { copies_.wait(t, b); }
+  std::uint64_t verify(const trace& tr, std::uint64_t first, std::uint64_t count, std::uint32_t request_bytes,
+                       std::uint64_t seed) override {
+    WARPSTORE_CUDA_TRY(cudaDeviceSynchronize());
+    const std::uint64_t bad = verify_trace(copies_.device(), request_bytes, tr, first, count, seed);
+    runtime::memset_device(copies_.device(), 0xFF, std::min<std::uint64_t>(copies_.bytes(), count * request_bytes));
+    return bad;
+  }
+
+ private:
+  staged_copies copies_;
 };
 
 // Where the CPU-driven write methods fetch from: the device buffer, slot k
@@ -198,61 +221,24 @@ __global__ void fill_slots_kernel(std::uint64_t* dst, trace tr, std::uint64_t fi
 class gpu_source final : public im::source {
  public:
   gpu_source(std::byte* device, std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
-      : device_(device), bytes_(bytes), staging_bytes_(staging_bytes) {
-    staging_ = runtime::make_host_mapped<std::byte>(2 * staging_bytes * threads);
-    streams_.resize(threads);
-    events_.resize(2 * std::size_t{threads});
-    for (auto& s : streams_) WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    for (auto& e : events_) WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-  }
-  ~gpu_source() override {
-    for (auto& e : events_)
-      if (e) cudaEventDestroy(e);
-    for (auto& s : streams_)
-      if (s) cudaStreamDestroy(s);
-  }
-  gpu_source(const gpu_source&) = delete;
-  gpu_source& operator=(const gpu_source&) = delete;
-
-  std::byte* staging(unsigned t, unsigned b) override {
-    return staging_.get() + (2 * std::size_t{t} + b) * staging_bytes_;
-  }
-  std::size_t staging_bytes() const override { return staging_bytes_; }
+      : copies_(device, bytes, threads, staging_bytes) {}
+  std::byte* staging(unsigned t, unsigned b) override { return copies_.staging(t, b); }
+  std::size_t staging_bytes() const override { return copies_.staging_bytes(); }
   void fetch(unsigned t, unsigned b, std::uint64_t offset, std::byte* dst, std::size_t n) override {
-    if (offset > bytes_ || n > bytes_ - offset) throw runtime_error("gpu_source: fetch past the end");
-    WARPSTORE_CUDA_TRY(cudaMemcpyAsync(dst, device_ + offset, n, cudaMemcpyDeviceToHost, streams_[t]));
-    WARPSTORE_CUDA_TRY(cudaEventRecord(events_[2 * std::size_t{t} + b], streams_[t]));
+    copies_.start(t, b, offset, dst, n, false);
   }
-  void wait(unsigned t, unsigned b) override {
-    WARPSTORE_CUDA_TRY(cudaEventSynchronize(events_[2 * std::size_t{t} + b]));
-  }
+  void wait(unsigned t, unsigned b) override { copies_.wait(t, b); }
   void fill(const trace& tr, std::uint64_t first, std::uint64_t count, std::uint32_t request_bytes,
             std::uint64_t seed) override {
-    if (count * request_bytes > bytes_) throw runtime_error("gpu_source: fill past the end");
-    fill_slots_kernel<<<1024, 256>>>(reinterpret_cast<std::uint64_t*>(device_), tr, first, count, request_bytes,
-                                     seed);
+    if (count * request_bytes > copies_.bytes()) throw runtime_error("gpu_source: fill past the end");
+    fill_slots_kernel<<<1024, 256>>>(reinterpret_cast<std::uint64_t*>(copies_.device()), tr, first, count,
+                                     request_bytes, seed);
     check_launch("fill_slots_kernel");
   }
 
  private:
-  std::byte* device_;
-  std::uint64_t bytes_;
-  std::size_t staging_bytes_;
-  runtime::host_mapped_ptr<std::byte> staging_;
-  std::vector<cudaStream_t> streams_;
-  std::vector<cudaEvent_t> events_;
+  staged_copies copies_;
 };
-
-// Writes: the source filled before each round, the target read back after.
-im::round_hooks write_hooks(const im::cpu_method_config& cfg, im::source& src) {
-  return {[&cfg, &src](std::uint64_t first, std::uint64_t count) {
-            src.fill(cfg.tr, first, count, cfg.request_bytes, cfg.file_seed);
-          },
-          [&cfg](std::uint64_t first, std::uint64_t count) {
-            return im::verify_written(cfg.path, cfg.tr, first, count, cfg.request_bytes, cfg.file_seed,
-                                      cfg.threads);
-          }};
-}
 
 // ---- one measured figure of a method ------------------------------------------------
 
@@ -269,19 +255,23 @@ struct figure {
   json::object extra;
 };
 
-figure from_cpu(const im::method_result& r, unsigned threads) {
+// A figure from a CPU-driven run (method_result or the io_uring reader's result).
+template <class Run>
+figure from_run(const Run& r, const im::latency_summary& latency, unsigned threads) {
   figure f;
   f.seconds = r.seconds;
   f.requests = r.requests;
   f.gbps = r.gbps;
   f.iops = r.iops;
   f.cpu_seconds = r.cpu_seconds;
-  f.latency = r.latency;
+  f.latency = latency;
   f.mismatches = r.mismatches;
   f.threads = threads;
   f.extra.push_back({"rounds", r.rounds});
   return f;
 }
+
+figure from_cpu(const im::method_result& r, unsigned threads) { return from_run(r, r.latency, threads); }
 
 // What a pattern of the comparison shares: file, trace, request size, the
 // device buffer every method fills, and its ceiling.
@@ -360,18 +350,9 @@ figure run_uring(const study& s, const options& opts, unsigned threads) {
   uring_reader_result u = run_uring_reader(c);
   if (u.errors != 0)
     throw runtime_error("io_uring: " + std::to_string(u.errors) + " reads failed; first: " + u.first_error);
-  figure f;
-  f.seconds = u.seconds;
-  f.requests = u.requests;
-  f.gbps = u.gbps;
-  f.iops = u.iops;
-  f.cpu_seconds = u.cpu_seconds;
-  f.latency = im::summarize(u.latency_us);
-  f.mismatches = u.mismatches;
-  f.threads = threads;
+  figure f = from_run(u, im::summarize(u.latency_us), threads);
   f.extra.push_back({"queue_depth", opts.uring_depth});
   f.extra.push_back({"fixed_buffers", u.fixed_buffers});
-  f.extra.push_back({"rounds", u.rounds});
   return f;
 }
 
@@ -574,7 +555,7 @@ figure run_cufile(const study& s, unsigned threads, std::vector<std::string>& lo
   if (writing) {
     cfg.path = write_target;
     gpu_source src(s.dst, s.slots * s.request, threads, s.request);
-    r = im::run_rounds(cfg, write_hooks(cfg, src), body);
+    r = im::run_rounds(cfg, im::write_hooks(cfg, src), body);
   } else {
     gpu_destination dst(s.dst, s.slots * s.request, threads, s.request);
     r = im::run_rounds(cfg, dst, body);

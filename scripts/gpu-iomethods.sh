@@ -8,7 +8,9 @@
 # `warpstore-bench iomethods` on an 8 GiB page-cache-resident pattern file:
 # io_uring (the ceiling), pread + cudaMemcpy, mmap + cudaMemcpy, unified
 # memory, cuFile, warpstore block and array (cold, hot), random 4 KiB and
-# sequential 128 KiB reads, with the sweeps. cuFile runs with a cufile.json
+# sequential 128 KiB reads, with the sweeps, and writes for the methods that
+# can write (io_uring, pwrite, mmap, cuFile: warpstore writes are not built
+# yet) into a sparse scratch target in /tmp. cuFile runs with a cufile.json
 # that allows compatibility mode (no nvidia-fs on that machine); two short
 # extra runs try cuFile with no cufile.json and with compatibility mode
 # forced, each recorded under its own name (a failure is recorded with its
@@ -81,7 +83,7 @@ for variant in default forcecompat; do
   if [ $variant = default ]; then env_json=(env -u CUFILE_ENV_PATH_JSON); else
     env_json=(env CUFILE_ENV_PATH_JSON="$out/cufile-forcecompat.json"); fi
   "${env_json[@]}" timeout -k 5 $(($(left) - 10)) "$bench" iomethods "${common[@]}" --methods cufile \
-    --patterns random4k --slow-bytes 16MiB --cufile-label $variant \
+    --patterns random4k --bytes 256MiB --slow-bytes 16MiB --cufile-label $variant \
     >"$out/cufile-$variant.log" 2>&1 || { status=1; echo "gpu-iomethods: cufile $variant exited $?" >&2; }
   grep -E "cufile|FAILED" "$out/cufile-$variant.log" | tail -5 >&2
 done

@@ -24,14 +24,18 @@
 
 namespace warpstore::bench::iomethods {
 
-host_destination::host_destination(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
-    : data_(bytes), staging_bytes_(staging_bytes), staging_(2 * std::size_t{threads}) {
-  for (auto& s : staging_) s.resize(staging_bytes);
-  std::memset(data_.data(), 0xFF, data_.size());
+host_staging::host_staging(unsigned threads, std::size_t staging_bytes)
+    : bytes_(staging_bytes), buffers_(2 * std::size_t{threads}) {
+  for (auto& b : buffers_) b.resize(staging_bytes);
 }
 
-std::byte* host_destination::staging(unsigned thread, unsigned buffer) {
-  return staging_.at(2 * std::size_t{thread} + buffer).data();
+std::byte* host_staging::get(unsigned thread, unsigned buffer) {
+  return buffers_.at(2 * std::size_t{thread} + buffer).data();
+}
+
+host_destination::host_destination(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
+    : data_(bytes), staging_(threads, staging_bytes) {
+  std::memset(data_.data(), 0xFF, data_.size());
 }
 
 void host_destination::copy(unsigned, unsigned, std::uint64_t offset, const std::byte* src,
@@ -55,12 +59,40 @@ namespace {
 
 struct fd_holder {
   int fd = -1;
-  explicit fd_holder(const std::string& path) : fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
-    if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + path);
+  explicit fd_holder(const std::string& path, int flags = O_RDONLY)
+      : fd(::open(path.c_str(), flags | O_CLOEXEC)) {
+    if (fd < 0)
+      throw std::system_error(errno, std::generic_category(),
+                              "open " + path + ((flags & O_ACCMODE) == O_RDONLY ? "" : " for writing"));
   }
   ~fd_holder() { ::close(fd); }
   fd_holder(const fd_holder&) = delete;
   fd_holder& operator=(const fd_holder&) = delete;
+};
+
+std::uint64_t size_of(int fd, const std::string& path) {
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw std::system_error(errno, std::generic_category(), "fstat " + path);
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+void check_config(const cpu_method_config& cfg, std::uint64_t file_bytes);
+
+// cfg.path mapped shared (read-only, or read-write for the write methods), checked against cfg.
+struct file_mapping {
+  std::byte* data = nullptr;
+  std::uint64_t bytes = 0;
+  file_mapping(const cpu_method_config& cfg, bool writable) {
+    const fd_holder file(cfg.path, writable ? O_RDWR : O_RDONLY);
+    bytes = size_of(file.fd, cfg.path);
+    check_config(cfg, bytes);
+    void* p = ::mmap(nullptr, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, file.fd, 0);
+    if (p == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap " + cfg.path);
+    data = static_cast<std::byte*>(p);  // the mapping keeps the file open
+  }
+  ~file_mapping() { ::munmap(data, bytes); }
+  file_mapping(const file_mapping&) = delete;
+  file_mapping& operator=(const file_mapping&) = delete;
 };
 
 void check_config(const cpu_method_config& cfg, std::uint64_t file_bytes) {
@@ -174,11 +206,27 @@ void pread_fully(int fd, std::byte* buf, std::size_t bytes, std::uint64_t offset
 
 }  // namespace
 
+namespace {
+
+// The body of the mmap methods: one copy per request between slot and file
+// offset, its latency the copy's.
+thread_body copy_per_request(const cpu_method_config& cfg,
+                             std::function<void(unsigned thread, std::uint64_t slot, std::uint64_t offset)> copy) {
+  return [&cfg, copy = std::move(copy)](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
+                                        std::vector<float>& lat) {
+    for (std::uint64_t k = first; k < last; ++k) {
+      const std::uint64_t start = monotonic_ns();
+      copy(t, k, cfg.tr.index(base + k) * cfg.request_bytes);
+      lat.push_back(micros_since(start));
+    }
+  };
+}
+
+}  // namespace
+
 method_result run_pread_method(const cpu_method_config& cfg, destination& dst) {
   const fd_holder file(cfg.path);
-  struct stat st {};
-  if (::fstat(file.fd, &st) != 0) throw std::system_error(errno, std::generic_category(), "fstat " + cfg.path);
-  check_config(cfg, static_cast<std::uint64_t>(st.st_size));
+  check_config(cfg, size_of(file.fd, cfg.path));
   const std::uint64_t B = cfg.request_bytes;
   const std::uint64_t batch = dst.staging_bytes() / B;
   if (batch == 0) throw std::invalid_argument("pread method: staging holds no whole request");
@@ -214,42 +262,20 @@ method_result run_pread_method(const cpu_method_config& cfg, destination& dst) {
 }
 
 method_result run_mmap_method(const cpu_method_config& cfg, destination& dst) {
-  const fd_holder file(cfg.path);
-  struct stat st {};
-  if (::fstat(file.fd, &st) != 0) throw std::system_error(errno, std::generic_category(), "fstat " + cfg.path);
-  const auto file_bytes = static_cast<std::uint64_t>(st.st_size);
-  check_config(cfg, file_bytes);
-  void* map = ::mmap(nullptr, file_bytes, PROT_READ, MAP_SHARED, file.fd, 0);
-  if (map == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap " + cfg.path);
-  struct unmapper {
-    void* p;
-    std::size_t n;
-    ~unmapper() { ::munmap(p, n); }
-  } unmap_on_exit{map, file_bytes};
-  const auto* bytes = static_cast<const std::byte*>(map);
+  const file_mapping map(cfg, false);
+  const std::byte* bytes = map.data;
   const std::uint64_t B = cfg.request_bytes;
 
-  return run_rounds(cfg, dst, [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
-                                  std::vector<float>& lat) {
-    for (std::uint64_t k = first; k < last; ++k) {
-      const std::uint64_t start = monotonic_ns();
-      dst.copy(t, 0, k * B, bytes + cfg.tr.index(base + k) * B, B);
-      dst.wait(t, 0);
-      lat.push_back(micros_since(start));
-    }
-  });
+  return run_rounds(cfg, dst, copy_per_request(cfg, [&](unsigned t, std::uint64_t slot, std::uint64_t offset) {
+                      dst.copy(t, 0, slot * B, bytes + offset, B);
+                      dst.wait(t, 0);
+                    }));
 }
 
 // ---- writes ----------------------------------------------------------------------
 
 host_source::host_source(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
-    : data_(bytes), staging_bytes_(staging_bytes), staging_(2 * std::size_t{threads}) {
-  for (auto& s : staging_) s.resize(staging_bytes);
-}
-
-std::byte* host_source::staging(unsigned thread, unsigned buffer) {
-  return staging_.at(2 * std::size_t{thread} + buffer).data();
-}
+    : data_(bytes), staging_(threads, staging_bytes) {}
 
 void host_source::fetch(unsigned, unsigned, std::uint64_t offset, std::byte* dst, std::size_t bytes) {
   if (offset > data_.size() || bytes > data_.size() - offset)
@@ -322,36 +348,27 @@ void pwrite_fully(int fd, const std::byte* buf, std::size_t bytes, std::uint64_t
   }
 }
 
-std::uint64_t target_bytes(const std::string& path) {
-  struct stat st {};
-  if (::stat(path.c_str(), &st) != 0) throw std::system_error(errno, std::generic_category(), "stat " + path);
-  return static_cast<std::uint64_t>(st.st_size);
-}
 
-round_hooks write_hooks(const cpu_method_config& cfg, source* src) {
-  return {[&cfg, src](std::uint64_t first, std::uint64_t count) {
-            if (src) src->fill(cfg.tr, first, count, cfg.request_bytes, cfg.file_seed);
+}  // namespace
+
+round_hooks write_hooks(const cpu_method_config& cfg, source& src) {
+  return {[&cfg, &src](std::uint64_t first, std::uint64_t count) {
+            src.fill(cfg.tr, first, count, cfg.request_bytes, cfg.file_seed);
           },
           [&cfg](std::uint64_t first, std::uint64_t count) {
             return verify_written(cfg.path, cfg.tr, first, count, cfg.request_bytes, cfg.file_seed, cfg.threads);
           }};
 }
 
-}  // namespace
-
 method_result run_pwrite_method(const cpu_method_config& cfg, source& src) {
-  check_config(cfg, target_bytes(cfg.path));
-  const int fd = ::open(cfg.path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + cfg.path + " for writing");
-  struct closer {
-    int fd;
-    ~closer() { ::close(fd); }
-  } close_on_exit{fd};
+  const fd_holder file(cfg.path, O_WRONLY);
+  check_config(cfg, size_of(file.fd, cfg.path));
+  const int fd = file.fd;
   const std::uint64_t B = cfg.request_bytes;
   const std::uint64_t batch = src.staging_bytes() / B;
   if (batch == 0) throw std::invalid_argument("pwrite method: staging holds no whole request");
 
-  return run_rounds(cfg, write_hooks(cfg, &src),
+  return run_rounds(cfg, write_hooks(cfg, src),
                     [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
                         std::vector<float>& lat) {
     // Latency of a request: from the start of its batch's fetch to the end of its pwrite.
@@ -376,43 +393,22 @@ method_result run_pwrite_method(const cpu_method_config& cfg, source& src) {
 }
 
 method_result run_mmap_write_method(const cpu_method_config& cfg, source& src) {
-  const std::uint64_t file_bytes = target_bytes(cfg.path);
-  check_config(cfg, file_bytes);
-  const int fd = ::open(cfg.path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + cfg.path + " for writing");
-  void* map = ::mmap(nullptr, file_bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  const int err = errno;
-  ::close(fd);  // the mapping keeps the file
-  if (map == MAP_FAILED) throw std::system_error(err, std::generic_category(), "mmap " + cfg.path);
-  struct unmapper {
-    void* p;
-    std::size_t n;
-    ~unmapper() { ::munmap(p, n); }
-  } unmap_on_exit{map, file_bytes};
-  auto* bytes = static_cast<std::byte*>(map);
+  const file_mapping map(cfg, true);
+  std::byte* bytes = map.data;
   const std::uint64_t B = cfg.request_bytes;
-  return run_rounds(cfg, write_hooks(cfg, &src),
-                    [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
-                        std::vector<float>& lat) {
-    for (std::uint64_t k = first; k < last; ++k) {
-      const std::uint64_t start = monotonic_ns();
-      src.fetch(t, 0, k * B, bytes + cfg.tr.index(base + k) * B, B);
-      src.wait(t, 0);
-      lat.push_back(micros_since(start));
-    }
-  });
+  return run_rounds(cfg, write_hooks(cfg, src),
+                    copy_per_request(cfg, [&](unsigned t, std::uint64_t slot, std::uint64_t offset) {
+                      src.fetch(t, 0, slot * B, bytes + offset, B);
+                      src.wait(t, 0);
+                    }));
 }
 
 method_result run_uring_write_method(const cpu_method_config& cfg, unsigned queue_depth, std::byte* arena) {
-  check_config(cfg, target_bytes(cfg.path));
   if (queue_depth == 0 || queue_depth > 32768)
     throw std::invalid_argument("uring write: queue depth must be 1 to 32768");
-  const int fd = ::open(cfg.path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "open " + cfg.path + " for writing");
-  struct closer {
-    int fd;
-    ~closer() { ::close(fd); }
-  } close_on_exit{fd};
+  const fd_holder file(cfg.path, O_WRONLY);
+  check_config(cfg, size_of(file.fd, cfg.path));
+  const int fd = file.fd;
   const std::uint64_t B = cfg.request_bytes;
   // One ring per thread, set up before the clock starts.
   std::vector<io_uring> rings(cfg.threads);
@@ -428,11 +424,14 @@ method_result run_uring_write_method(const cpu_method_config& cfg, unsigned queu
     if (const int e = io_uring_queue_init(queue_depth, &rings[ready], 0); e < 0)
       throw std::system_error(-e, std::generic_category(), "io_uring_queue_init for writes");
   std::vector<std::uint64_t> submitted(cfg.slots);
-  round_hooks hooks = write_hooks(cfg, nullptr);
-  hooks.prepare = [&](std::uint64_t first, std::uint64_t count) {
-    for (std::uint64_t k = 0; k < count; ++k)
-      tools::fill_buffer(arena + k * B, cfg.tr.index(first + k) * B, B, cfg.file_seed);
-  };
+  const round_hooks hooks{[&](std::uint64_t first, std::uint64_t count) {
+                            for (std::uint64_t k = 0; k < count; ++k)
+                              tools::fill_buffer(arena + k * B, cfg.tr.index(first + k) * B, B, cfg.file_seed);
+                          },
+                          [&cfg](std::uint64_t first, std::uint64_t count) {
+                            return verify_written(cfg.path, cfg.tr, first, count, cfg.request_bytes,
+                                                  cfg.file_seed, cfg.threads);
+                          }};
 
   return run_rounds(cfg, hooks,
                     [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,

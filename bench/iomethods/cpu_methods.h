@@ -47,12 +47,24 @@ class destination {
                                std::uint32_t request_bytes, std::uint64_t seed) = 0;
 };
 
+// Two staging buffers per thread in plain host memory (the CPU tests).
+class host_staging {
+ public:
+  host_staging(unsigned threads, std::size_t staging_bytes);
+  std::byte* get(unsigned thread, unsigned buffer);
+  std::size_t bytes() const { return bytes_; }
+
+ private:
+  std::size_t bytes_;
+  std::vector<std::vector<std::byte>> buffers_;
+};
+
 // Host memory: copies are memcpy, done at once (the CPU tests).
 class host_destination final : public destination {
  public:
   host_destination(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes);
-  std::byte* staging(unsigned thread, unsigned buffer) override;
-  std::size_t staging_bytes() const override { return staging_bytes_; }
+  std::byte* staging(unsigned thread, unsigned buffer) override { return staging_.get(thread, buffer); }
+  std::size_t staging_bytes() const override { return staging_.bytes(); }
   void copy(unsigned thread, unsigned buffer, std::uint64_t offset, const std::byte* src,
             std::size_t bytes) override;
   void wait(unsigned, unsigned) override {}
@@ -62,8 +74,7 @@ class host_destination final : public destination {
 
  private:
   std::vector<std::byte> data_;
-  std::size_t staging_bytes_;
-  std::vector<std::vector<std::byte>> staging_;  // 2 per thread
+  host_staging staging_;
 };
 
 struct cpu_method_config {
@@ -143,8 +154,8 @@ class source {
 class host_source final : public source {
  public:
   host_source(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes);
-  std::byte* staging(unsigned thread, unsigned buffer) override;
-  std::size_t staging_bytes() const override { return staging_bytes_; }
+  std::byte* staging(unsigned thread, unsigned buffer) override { return staging_.get(thread, buffer); }
+  std::size_t staging_bytes() const override { return staging_.bytes(); }
   void fetch(unsigned thread, unsigned buffer, std::uint64_t offset, std::byte* dst,
              std::size_t bytes) override;
   void wait(unsigned, unsigned) override {}
@@ -154,8 +165,7 @@ class host_source final : public source {
 
  private:
   std::vector<std::byte> data_;
-  std::size_t staging_bytes_;
-  std::vector<std::vector<std::byte>> staging_;
+  host_staging staging_;
 };
 
 // Creates (or truncates) `path` as a sparse file of `bytes` zeros.
@@ -168,6 +178,10 @@ void discard_write_target(const std::string& path);
 std::uint64_t verify_written(const std::string& path, const trace& tr, std::uint64_t first,
                              std::uint64_t count, std::uint32_t request_bytes, std::uint64_t seed,
                              unsigned threads);
+
+// The hooks of a write method: `src` filled before each round, the target
+// (cfg.path) read back after it. cfg and src must outlive the hooks.
+round_hooks write_hooks(const cpu_method_config& cfg, source& src);
 
 // cfg.path is the write target. pwrite: each thread fetches a batch of
 // requests into pinned staging while it pwrites the batch before
