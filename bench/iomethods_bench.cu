@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -485,6 +486,15 @@ figure run_uvm(const study& s, const managed_file& m, std::uint64_t threads, std
   return f;
 }
 
+// How libcufile can run here: GDS needs the nvidia-fs kernel module; without
+// it cuFile runs in compatibility mode (POSIX I/O through bounce buffers).
+std::string cufile_mode() {
+  std::ifstream modules("/proc/modules");
+  for (std::string line; std::getline(modules, line);)
+    if (line.rfind("nvidia_fs ", 0) == 0) return "nvidia-fs loaded (GDS possible)";
+  return "compatibility (nvidia-fs not loaded)";
+}
+
 // Reads from the file, or (with `write_target`) writes the pattern from GPU
 // memory to that sparse target, through cuFile.
 figure run_cufile(const study& s, unsigned threads, std::vector<std::string>& log,
@@ -517,7 +527,7 @@ figure run_cufile(const study& s, unsigned threads, std::vector<std::string>& lo
       ::close(f);
     }
   }
-  if (!h) throw runtime_error("cuFile (" + lib->path() + "): " + refusals);
+  if (!h) throw runtime_error("cuFile (" + lib->path() + ", " + cufile_mode() + "): " + refusals);
   if (!refusals.empty()) log.push_back("cufile: " + refusals);
   struct closer {
     im::cufile_library& lib;
@@ -564,6 +574,10 @@ figure run_cufile(const study& s, unsigned threads, std::vector<std::string>& lo
   figure f = from_cpu(r, threads);
   f.extra.push_back({"o_direct", direct});
   f.extra.push_back({"buffer_registered", buffer_registered});
+  f.extra.push_back({"library", lib->path()});
+  f.extra.push_back({"mode", cufile_mode()});
+  const char* json_path = std::getenv("CUFILE_ENV_PATH_JSON");
+  f.extra.push_back({"cufile_json", json_path && *json_path ? json::value(json_path) : json::value()});
   return f;
 }
 
@@ -824,7 +838,6 @@ void run_iomethods(const parsed_args& args, report& out) {
         std::vector<std::string> log;
         figure f = run_cufile(s, cpu_threads, log);
         for (auto& l : log) out.notes.push_back(l);
-        if (const char* env = std::getenv("CUFILE_ENV_PATH_JSON")) f.extra.push_back({"cufile_json", env});
         return f;
       });
     if (wants("block")) {

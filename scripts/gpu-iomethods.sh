@@ -70,23 +70,38 @@ cufile_json true >"$out/cufile-forcecompat.json"
 
 common=(--file "$file" --file-size 8GiB --json "$json" --service-threads 8 --direct off)
 
-echo "== iomethods (budget left: $(left) s)" >&2
-CUFILE_ENV_PATH_JSON="$out/cufile-compat.json" \
-  timeout -k 5 $(($(left) - 25)) "$bench" iomethods --fresh "${common[@]}" >"$out/iomethods.log" 2>&1 ||
-  { status=1; echo "gpu-iomethods: iomethods exited $?" >&2; }
-tail -60 "$out/iomethods.log" >&2
+# Parts, each its own process merging into the JSON, so a part that fails or
+# runs out of time loses only its own results. Each measures the io_uring
+# ceiling again. part NAME CAP_SECONDS ARGS...
+part() {
+  local name=$1 cap=$2
+  shift 2
+  local limit=$(($(left) - 10))
+  [ "$limit" -gt "$cap" ] && limit=$cap
+  if [ "$limit" -lt 15 ]; then
+    echo "gpu-iomethods: no time left for part $name" >&2
+    status=1
+    return
+  fi
+  echo "== iomethods $name (limit ${limit} s, budget left $(left) s)" >&2
+  local run=(env)
+  [ -n "${CUFILE_ENV_PATH_JSON:-}" ] || run=(env -u CUFILE_ENV_PATH_JSON)
+  timeout -k 5 "$limit" "${run[@]}" "$bench" iomethods "${common[@]}" "$@" >"$out/iomethods-$name.log" 2>&1
+  local rc=$?
+  [ $rc = 0 ] || { status=1; echo "gpu-iomethods: part $name exited $rc" >&2; }
+  grep -E "^iomethods\.|FAILED|error" "$out/iomethods-$name.log" | tail -40 >&2
+}
 
-# cuFile diagnostics: no cufile.json, then compatibility mode forced; short runs.
-for variant in default forcecompat; do
-  [ "$(left)" -gt 20 ] || { echo "gpu-iomethods: no time left for cufile $variant" >&2; break; }
-  echo "== cufile $variant (budget left: $(left) s)" >&2
-  if [ $variant = default ]; then env_json=(env -u CUFILE_ENV_PATH_JSON); else
-    env_json=(env CUFILE_ENV_PATH_JSON="$out/cufile-forcecompat.json"); fi
-  "${env_json[@]}" timeout -k 5 $(($(left) - 10)) "$bench" iomethods "${common[@]}" --methods cufile \
-    --patterns random4k --bytes 256MiB --slow-bytes 16MiB --cufile-label $variant \
-    >"$out/cufile-$variant.log" 2>&1 || { status=1; echo "gpu-iomethods: cufile $variant exited $?" >&2; }
-  grep -E "cufile|FAILED" "$out/cufile-$variant.log" | tail -5 >&2
-done
+export CUFILE_ENV_PATH_JSON="$out/cufile-compat.json"
+part main 110 --fresh --methods uring,pread,mmap,block,array
+part uvm 40 --methods uvm --no-writes
+part cufile 30 --methods cufile
+# cuFile diagnostics, short: no cufile.json at all, then compatibility mode forced.
+CUFILE_ENV_PATH_JSON="" part cufile-default 15 --methods cufile --patterns random4k --bytes 256MiB \
+  --slow-bytes 16MiB --cufile-label default
+CUFILE_ENV_PATH_JSON="$out/cufile-forcecompat.json" part cufile-forcecompat 15 --methods cufile \
+  --patterns random4k --bytes 256MiB --slow-bytes 16MiB --cufile-label forcecompat
+rm -f /tmp/warpstore-iomethods-write.dat
 
 cp "$json" "$out/" 2>/dev/null
 echo "gpu-iomethods: done in $((SECONDS - start)) s, status $status" >&2
