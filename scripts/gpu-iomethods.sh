@@ -14,8 +14,10 @@
 # that allows compatibility mode (no nvidia-fs on that machine); two short
 # extra runs try cuFile with no cufile.json and with compatibility mode
 # forced, each recorded under its own name (a failure is recorded with its
-# error). Results: bench/results/iomethods.json (started afresh), copied to
-# $OUT with every log. Whole run: at most BUDGET seconds (default 215).
+# error). The run goes in parts (main, uvm, cufile, the two cuFile variants),
+# each a process of its own with its own time limit, merging into
+# bench/results/iomethods.json (started afresh by the first), which is copied
+# to $OUT with every log. Whole run: at most BUDGET seconds (default 215).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -38,6 +40,7 @@ left() { echo $((budget - (SECONDS - start))); }
   free -g | head -2
   df -h /tmp | tail -1
   ls -l /usr/local/cuda/lib64/libcufile* /usr/lib/x86_64-linux-gnu/libcufile* 2>&1
+  ldconfig -p 2>/dev/null | grep -i cufile || echo "ldconfig: no libcufile"
   lsmod 2>/dev/null | grep -i nvidia_fs || echo "nvidia_fs: not loaded"
 } >"$out/machine.log" 2>&1
 
