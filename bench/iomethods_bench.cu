@@ -729,6 +729,8 @@ void declare_iomethods(command_spec& cmd) {
 void run_iomethods(const parsed_args& args, report& out) {
   options opts = controller_options(args);
   opts.controller = controller_kind::host;  // warpstore's default path: CPU service threads on the file
+  // Every method reads the page-cache-resident file; warpstore too unless told otherwise.
+  if (!args.given("direct")) opts.direct = direct_io::off;
   opts.line_size = static_cast<std::uint32_t>(args.size("line-size"));
   opts.cache_bytes = args.size("cache-bytes");
   try {
