@@ -126,7 +126,8 @@ __global__ void block_kernel(io_ref io, trace tr, std::uint64_t r0, std::uint64_
       }
       const nvme::status st = io.read(mask, live, req);
       if (live && !st.success())
-        errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, 0, st, r0 + k, req.slba);
+        errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, 0, st, r0 + k,
+                       req.slba);
     }
     if (live) latency_us[k] = micros(t0, global_ns());
   }
@@ -139,11 +140,16 @@ __global__ void block_kernel(io_ref io, trace tr, std::uint64_t r0, std::uint64_
 class staged_copies {
  public:
   staged_copies(std::byte* device, std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
-      : device_(device), bytes_(bytes), staging_bytes_(staging_bytes),
+      : device_(device),
+        bytes_(bytes),
+        staging_bytes_(staging_bytes),
         staging_(runtime::make_host_mapped<std::byte>(2 * staging_bytes * threads)),
-        streams_(threads), events_(2 * std::size_t{threads}) {
-    for (auto& s : streams_) WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    for (auto& e : events_) WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+        streams_(threads),
+        events_(2 * std::size_t{threads}) {
+    for (auto& s : streams_)
+      WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    for (auto& e : events_)
+      WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
   }
   ~staged_copies() {
     for (auto& e : events_)
@@ -159,17 +165,23 @@ class staged_copies {
   }
   std::size_t staging_bytes() const { return staging_bytes_; }
   // Starts copying n bytes between byte `offset` of the device buffer and `host`.
-  void start(unsigned t, unsigned b, std::uint64_t offset, void* host, std::size_t n, bool to_device) {
+  void start(unsigned t, unsigned b, std::uint64_t offset, void* host, std::size_t n,
+             bool to_device) {
     if (offset > bytes_ || n > bytes_ - offset)
-      throw runtime_error("iomethods: copy of " + std::to_string(n) + " bytes at " + std::to_string(offset) +
-                          " past the end of the " + std::to_string(bytes_) + "-byte device buffer");
+      throw runtime_error("iomethods: copy of " + std::to_string(n) + " bytes at " +
+                          std::to_string(offset) + " past the end of the " +
+                          std::to_string(bytes_) + "-byte device buffer");
     if (to_device)
-      WARPSTORE_CUDA_TRY(cudaMemcpyAsync(device_ + offset, host, n, cudaMemcpyHostToDevice, streams_[t]));
+      WARPSTORE_CUDA_TRY(
+          cudaMemcpyAsync(device_ + offset, host, n, cudaMemcpyHostToDevice, streams_[t]));
     else
-      WARPSTORE_CUDA_TRY(cudaMemcpyAsync(host, device_ + offset, n, cudaMemcpyDeviceToHost, streams_[t]));
+      WARPSTORE_CUDA_TRY(
+          cudaMemcpyAsync(host, device_ + offset, n, cudaMemcpyDeviceToHost, streams_[t]));
     WARPSTORE_CUDA_TRY(cudaEventRecord(events_[2 * std::size_t{t} + b], streams_[t]));
   }
-  void wait(unsigned t, unsigned b) { WARPSTORE_CUDA_TRY(cudaEventSynchronize(events_[2 * std::size_t{t} + b])); }
+  void wait(unsigned t, unsigned b) {
+    WARPSTORE_CUDA_TRY(cudaEventSynchronize(events_[2 * std::size_t{t} + b]));
+  }
   std::byte* device() const { return device_; }
   std::uint64_t bytes() const { return bytes_; }
 
@@ -184,21 +196,24 @@ class staged_copies {
 
 class gpu_destination final : public im::destination {
  public:
-  gpu_destination(std::byte* device, std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
+  gpu_destination(std::byte* device, std::uint64_t bytes, unsigned threads,
+                  std::size_t staging_bytes)
       : copies_(device, bytes, threads, staging_bytes) {
     runtime::memset_device(device, 0xFF, bytes);
   }
   std::byte* staging(unsigned t, unsigned b) override { return copies_.staging(t, b); }
   std::size_t staging_bytes() const override { return copies_.staging_bytes(); }
-  void copy(unsigned t, unsigned b, std::uint64_t offset, const std::byte* src, std::size_t n) override {
+  void copy(unsigned t, unsigned b, std::uint64_t offset, const std::byte* src,
+            std::size_t n) override {
     copies_.start(t, b, offset, const_cast<std::byte*>(src), n, true);
   }
   void wait(unsigned t, unsigned b) override { copies_.wait(t, b); }
-  std::uint64_t verify(const trace& tr, std::uint64_t first, std::uint64_t count, std::uint32_t request_bytes,
-                       std::uint64_t seed) override {
+  std::uint64_t verify(const trace& tr, std::uint64_t first, std::uint64_t count,
+                       std::uint32_t request_bytes, std::uint64_t seed) override {
     WARPSTORE_CUDA_TRY(cudaDeviceSynchronize());
     const std::uint64_t bad = verify_trace(copies_.device(), request_bytes, tr, first, count, seed);
-    runtime::memset_device(copies_.device(), 0xFF, std::min<std::uint64_t>(copies_.bytes(), count * request_bytes));
+    runtime::memset_device(copies_.device(), 0xFF,
+                           std::min<std::uint64_t>(copies_.bytes(), count * request_bytes));
     return bad;
   }
 
@@ -208,12 +223,13 @@ class gpu_destination final : public im::destination {
 
 // Where the CPU-driven write methods fetch from: the device buffer, slot k
 // filled with the pattern of its request by a kernel before each round.
-__global__ void fill_slots_kernel(std::uint64_t* dst, trace tr, std::uint64_t first, std::uint64_t count,
-                                  std::uint32_t request_bytes, std::uint64_t seed) {
+__global__ void fill_slots_kernel(std::uint64_t* dst, trace tr, std::uint64_t first,
+                                  std::uint64_t count, std::uint32_t request_bytes,
+                                  std::uint64_t seed) {
   const std::uint64_t words = request_bytes / 8;
   const std::uint64_t n = static_cast<std::uint64_t>(gridDim.x) * blockDim.x;
-  for (std::uint64_t w = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; w < count * words;
-       w += n) {
+  for (std::uint64_t w = static_cast<std::uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       w < count * words; w += n) {
     const std::uint64_t k = w / words;
     dst[w] = tools::pattern_word(tr.index(first + k) * request_bytes + (w % words) * 8, seed);
   }
@@ -231,9 +247,10 @@ class gpu_source final : public im::source {
   void wait(unsigned t, unsigned b) override { copies_.wait(t, b); }
   void fill(const trace& tr, std::uint64_t first, std::uint64_t count, std::uint32_t request_bytes,
             std::uint64_t seed) override {
-    if (count * request_bytes > copies_.bytes()) throw runtime_error("gpu_source: fill past the end");
-    fill_slots_kernel<<<1024, 256>>>(reinterpret_cast<std::uint64_t*>(copies_.device()), tr, first, count,
-                                     request_bytes, seed);
+    if (count * request_bytes > copies_.bytes())
+      throw runtime_error("gpu_source: fill past the end");
+    fill_slots_kernel<<<1024, 256>>>(reinterpret_cast<std::uint64_t*>(copies_.device()), tr, first,
+                                     count, request_bytes, seed);
     check_launch("fill_slots_kernel");
   }
 
@@ -272,7 +289,9 @@ figure from_run(const Run& r, const im::latency_summary& latency, unsigned threa
   return f;
 }
 
-figure from_cpu(const im::method_result& r, unsigned threads) { return from_run(r, r.latency, threads); }
+figure from_cpu(const im::method_result& r, unsigned threads) {
+  return from_run(r, r.latency, threads);
+}
 
 // What a pattern of the comparison shares: file, trace, request size, the
 // device buffer every method fills, and its ceiling.
@@ -350,7 +369,8 @@ figure run_uring(const study& s, const options& opts, unsigned threads) {
   c.record_latency = true;
   uring_reader_result u = run_uring_reader(c);
   if (u.errors != 0)
-    throw runtime_error("io_uring: " + std::to_string(u.errors) + " reads failed; first: " + u.first_error);
+    throw runtime_error("io_uring: " + std::to_string(u.errors) +
+                        " reads failed; first: " + u.first_error);
   figure f = from_run(u, im::summarize(u.latency_us), threads);
   f.extra.push_back({"queue_depth", opts.uring_depth});
   f.extra.push_back({"fixed_buffers", u.fixed_buffers});
@@ -370,7 +390,8 @@ im::cpu_method_config cpu_config(const study& s, unsigned threads, std::uint64_t
 }
 
 figure run_pread(const study& s, unsigned threads) {
-  gpu_destination dst(s.dst, s.slots * s.request, threads, std::max<std::size_t>(s.staging_bytes, s.request));
+  gpu_destination dst(s.dst, s.slots * s.request, threads,
+                      std::max<std::size_t>(s.staging_bytes, s.request));
   figure f = from_cpu(im::run_pread_method(cpu_config(s, threads, s.requests), dst), threads);
   f.extra.push_back({"staging_bytes", static_cast<unsigned long long>(dst.staging_bytes())});
   return f;
@@ -384,17 +405,21 @@ figure run_mmap(const study& s, unsigned threads) {
 // A fresh sparse write target for one write method, discarded after it.
 struct scratch_target {
   std::string path;
-  scratch_target(std::string p, std::uint64_t bytes) : path(std::move(p)) { im::make_write_target(path, bytes); }
+  scratch_target(std::string p, std::uint64_t bytes) : path(std::move(p)) {
+    im::make_write_target(path, bytes);
+  }
   ~scratch_target() { im::discard_write_target(path); }
   scratch_target(const scratch_target&) = delete;
   scratch_target& operator=(const scratch_target&) = delete;
 };
 
-figure run_uring_write(const study& s, const options& opts, unsigned threads, const std::string& target) {
+figure run_uring_write(const study& s, const options& opts, unsigned threads,
+                       const std::string& target) {
   const scratch_target t(target, s.file.bytes);
   im::cpu_method_config cfg = cpu_config(s, threads, s.requests);
   cfg.path = t.path;
-  auto arena = runtime::make_host_mapped<std::byte>(s.slots * s.request);  // pinned, like the read ceiling
+  auto arena =
+      runtime::make_host_mapped<std::byte>(s.slots * s.request);  // pinned, like the read ceiling
   figure f = from_cpu(im::run_uring_write_method(cfg, opts.uring_depth, arena.get()), threads);
   f.extra.push_back({"queue_depth", opts.uring_depth});
   return f;
@@ -404,7 +429,8 @@ figure run_pwrite(const study& s, unsigned threads, const std::string& target) {
   const scratch_target t(target, s.file.bytes);
   im::cpu_method_config cfg = cpu_config(s, threads, s.requests);
   cfg.path = t.path;
-  gpu_source src(s.dst, s.slots * s.request, threads, std::max<std::size_t>(s.staging_bytes, s.request));
+  gpu_source src(s.dst, s.slots * s.request, threads,
+                 std::max<std::size_t>(s.staging_bytes, s.request));
   figure f = from_cpu(im::run_pwrite_method(cfg, src), threads);
   f.extra.push_back({"staging_bytes", static_cast<unsigned long long>(src.staging_bytes())});
   return f;
@@ -453,7 +479,8 @@ std::unique_ptr<managed_file> make_managed_copy(const bench_file& file) {
       try {
         for (std::uint64_t off; (off = next.fetch_add(chunk)) < file.bytes;) {
           const std::uint64_t n = std::min(chunk, file.bytes - off);
-          if (tools::detail::pread_all(fd, reinterpret_cast<unsigned char*>(m->data + off), n, off, file.path) != n)
+          if (tools::detail::pread_all(fd, reinterpret_cast<unsigned char*>(m->data + off), n, off,
+                                       file.path) != n)
             throw runtime_error("short read at offset " + std::to_string(off));
         }
       } catch (const std::exception& e) {
@@ -464,13 +491,16 @@ std::unique_ptr<managed_file> make_managed_copy(const bench_file& file) {
   for (auto& th : pool) th.join();
   ::close(fd);
   if (!failure.empty())
-    throw runtime_error("unified memory: filling the managed copy of " + file.path + ": " + failure);
+    throw runtime_error("unified memory: filling the managed copy of " + file.path + ": " +
+                        failure);
   m->fill_seconds = clock.seconds();
   return m;
 }
 
-figure run_uvm(const study& s, const managed_file& m, std::uint64_t threads, std::uint64_t block_threads) {
-  const std::uint64_t warps = std::max<std::uint64_t>(1, threads / std::min<std::uint64_t>(32, block_threads));
+figure run_uvm(const study& s, const managed_file& m, std::uint64_t threads,
+               std::uint64_t block_threads) {
+  const std::uint64_t warps =
+      std::max<std::uint64_t>(1, threads / std::min<std::uint64_t>(32, block_threads));
   figure f = gpu_rounds(
       s, s.slow_requests, "uvm_kernel",
       [&](std::uint64_t r0, std::uint64_t count) {
@@ -514,7 +544,8 @@ figure run_cufile(const study& s, unsigned threads, std::vector<std::string>& lo
     const int flags = (writing ? O_WRONLY : O_RDONLY) | O_CLOEXEC | (try_direct ? O_DIRECT : 0);
     const int f = ::open(path.c_str(), flags);
     if (f < 0) {
-      refusals += std::string(try_direct ? "O_DIRECT" : "buffered") + " open: errno " + std::to_string(errno) + "; ";
+      refusals += std::string(try_direct ? "O_DIRECT" : "buffered") + " open: errno " +
+                  std::to_string(errno) + "; ";
       continue;
     }
     try {
@@ -548,16 +579,17 @@ figure run_cufile(const study& s, unsigned threads, std::vector<std::string>& lo
   const std::uint64_t B = s.request;
   im::cpu_method_config cfg = cpu_config(s, threads, s.slow_requests);
   const char* call = writing ? "cuFileWrite" : "cuFileRead";
-  const im::thread_body body = [&](unsigned, std::uint64_t base, std::uint64_t first, std::uint64_t last,
-                                   std::vector<float>& lat) {
+  const im::thread_body body = [&](unsigned, std::uint64_t base, std::uint64_t first,
+                                   std::uint64_t last, std::vector<float>& lat) {
     for (std::uint64_t k = first; k < last; ++k) {
       const std::uint64_t start = im::monotonic_ns();
       const std::uint64_t off = s.tr.index(base + k) * B;
-      const ssize_t n = writing ? lib->write(h, s.dst, B, static_cast<off_t>(off), static_cast<off_t>(k * B))
-                                : lib->read(h, s.dst, B, static_cast<off_t>(off), static_cast<off_t>(k * B));
+      const ssize_t n =
+          writing ? lib->write(h, s.dst, B, static_cast<off_t>(off), static_cast<off_t>(k * B))
+                  : lib->read(h, s.dst, B, static_cast<off_t>(off), static_cast<off_t>(k * B));
       if (n != static_cast<ssize_t>(B))
-        throw runtime_error(std::string(call) + " of request " + std::to_string(base + k) + " (offset " +
-                            std::to_string(off) + ") returned " + std::to_string(n));
+        throw runtime_error(std::string(call) + " of request " + std::to_string(base + k) +
+                            " (offset " + std::to_string(off) + ") returned " + std::to_string(n));
       lat.push_back(static_cast<float>(static_cast<double>(im::monotonic_ns() - start) * 1e-3));
     }
   };
@@ -577,11 +609,13 @@ figure run_cufile(const study& s, unsigned threads, std::vector<std::string>& lo
   f.extra.push_back({"library", lib->path()});
   f.extra.push_back({"mode", cufile_mode()});
   const char* json_path = std::getenv("CUFILE_ENV_PATH_JSON");
-  f.extra.push_back({"cufile_json", json_path && *json_path ? json::value(json_path) : json::value()});
+  f.extra.push_back(
+      {"cufile_json", json_path && *json_path ? json::value(json_path) : json::value()});
   return f;
 }
 
-figure run_block(const study& s, const options& base, std::uint64_t threads, std::uint64_t block_threads) {
+figure run_block(const study& s, const options& base, std::uint64_t threads,
+                 std::uint64_t block_threads) {
   options o = base;
   const std::uint32_t piece = std::min<std::uint32_t>(s.request, 65536);
   o.line_size = piece;
@@ -650,25 +684,26 @@ array_figures run_array_pair(const study& s, const options& base, std::uint64_t 
 
 result to_result(const study& s, const std::string& name, const figure& f, bool write = false) {
   const std::optional<figure>& ceiling = write ? s.write_ceiling : s.ceiling;
-  json::object p = json::object_builder()
-                       .add("cpu_seconds", f.cpu_seconds)
-                       .add("p50_us", f.latency.p50_us)
-                       .add("p99_us", f.latency.p99_us)
-                       .add("p999_us", f.latency.p999_us)
-                       .add("max_us", f.latency.max_us)
-                       .add("latency_samples", static_cast<unsigned long long>(f.latency.samples))
-                       .add("threads", static_cast<unsigned long long>(f.threads))
-                       .add("threads_per_block", f.block_threads
-                                                     ? json::value(static_cast<unsigned long long>(*f.block_threads))
-                                                     : json::value())
-                       .add("iops", f.iops)
-                       .add("requests", static_cast<unsigned long long>(f.requests))
-                       .add("request_bytes", s.request)
-                       .add("pattern", access_name(s.tr.kind))
-                       .add("seed", static_cast<unsigned long long>(s.tr.seed))
-                       .add("seconds", f.seconds)
-                       .add("file_bytes", static_cast<unsigned long long>(s.file.bytes))
-                       .done();
+  json::object p =
+      json::object_builder()
+          .add("cpu_seconds", f.cpu_seconds)
+          .add("p50_us", f.latency.p50_us)
+          .add("p99_us", f.latency.p99_us)
+          .add("p999_us", f.latency.p999_us)
+          .add("max_us", f.latency.max_us)
+          .add("latency_samples", static_cast<unsigned long long>(f.latency.samples))
+          .add("threads", static_cast<unsigned long long>(f.threads))
+          .add("threads_per_block",
+               f.block_threads ? json::value(static_cast<unsigned long long>(*f.block_threads))
+                               : json::value())
+          .add("iops", f.iops)
+          .add("requests", static_cast<unsigned long long>(f.requests))
+          .add("request_bytes", s.request)
+          .add("pattern", access_name(s.tr.kind))
+          .add("seed", static_cast<unsigned long long>(s.tr.seed))
+          .add("seconds", f.seconds)
+          .add("file_bytes", static_cast<unsigned long long>(s.file.bytes))
+          .done();
   for (const auto& kv : f.extra) p.push_back(kv);
   if (ceiling) {
     p.push_back({"ceiling_iops", ceiling->iops});
@@ -676,9 +711,14 @@ result to_result(const study& s, const std::string& name, const figure& f, bool 
     p.push_back({"ceiling_p99_us", ceiling->latency.p99_us});
     p.push_back({"ceiling_cpu_seconds", ceiling->cpu_seconds});
   }
-  return result{name, f.gbps, "GB/s",
+  return result{name,
+                f.gbps,
+                "GB/s",
                 ceiling ? std::optional<double>(ceiling->gbps) : std::nullopt,
-                write ? s.write_ceiling_name : s.ceiling_name, true, f.mismatches, std::move(p)};
+                write ? s.write_ceiling_name : s.ceiling_name,
+                true,
+                f.mismatches,
+                std::move(p)};
 }
 
 // A method that could not run: its error in place of a figure, no ratio.
@@ -707,28 +747,36 @@ void declare_iomethods(command_spec& cmd) {
               "methods to run (uring, the ceiling, always runs)")
       .option("patterns", "LIST", "random4k,sequential128k", "random4k | sequential128k")
       .option("bytes", "BYTES", "1GiB", "bytes per pattern for io_uring, pread, block and array")
-      .option("slow-bytes", "BYTES", "128MiB", "bytes per pattern for mmap, unified memory and cuFile")
-      .option("dst-bytes", "BYTES", "1GiB", "device buffer of request slots; more requests go in rounds")
+      .option("slow-bytes", "BYTES", "128MiB",
+              "bytes per pattern for mmap, unified memory and cuFile")
+      .option("dst-bytes", "BYTES", "1GiB",
+              "device buffer of request slots; more requests go in rounds")
       .option("cpu-threads", "N", "8", "CPU threads of io_uring, pread, mmap and cuFile")
       .option("staging-bytes", "BYTES", "256K", "pread: bytes per staging buffer (two per thread)")
       .option("gpu-threads", "N", "128K", "GPU threads of block, array and unified memory")
-      .option("block-threads", "N", "256", "threads per block (1 .. 31, or a multiple of 32 up to 1024)")
+      .option("block-threads", "N", "256",
+              "threads per block (1 .. 31, or a multiple of 32 up to 1024)")
       .option("line-size", "BYTES", "4K", "array: cache line size")
-      .option("cache-bytes", "BYTES", "4GiB", "array: cache size (holds the trace, for the hot pass)")
-      .option("sweep-block-threads", "LIST", "1,32,256,1024",
-              "random 4 KiB: block and array cold at these threads per block (--gpu-threads in all)")
-      .option("sweep-threads", "LIST", "1K,16K,128K,512K",
-              "random 4 KiB: block and array cold at these total GPU threads (--block-threads each)")
+      .option("cache-bytes", "BYTES", "4GiB",
+              "array: cache size (holds the trace, for the hot pass)")
+      .option(
+          "sweep-block-threads", "LIST", "1,32,256,1024",
+          "random 4 KiB: block and array cold at these threads per block (--gpu-threads in all)")
+      .option(
+          "sweep-threads", "LIST", "1K,16K,128K,512K",
+          "random 4 KiB: block and array cold at these total GPU threads (--block-threads each)")
       .option("sweep-cpu-threads", "LIST", "1,4,16", "random 4 KiB: pread with these CPU threads")
       .option("cufile-label", "NAME", "", "suffix for cuFile result names (a cufile.json variant)")
-      .option("write-file", "PATH", "/tmp/warpstore-iomethods-write.dat",
-              "write target (made sparse, the data file's size, for each write method; removed after)")
+      .option(
+          "write-file", "PATH", "/tmp/warpstore-iomethods-write.dat",
+          "write target (made sparse, the data file's size, for each write method; removed after)")
       .flag("no-writes", "reads only");
 }
 
 void run_iomethods(const parsed_args& args, report& out) {
   options opts = controller_options(args);
-  opts.controller = controller_kind::host;  // warpstore's default path: CPU service threads on the file
+  opts.controller =
+      controller_kind::host;  // warpstore's default path: CPU service threads on the file
   // Every method reads the page-cache-resident file; warpstore too unless told otherwise.
   if (!args.given("direct")) opts.direct = direct_io::off;
   opts.line_size = static_cast<std::uint32_t>(args.size("line-size"));
@@ -752,11 +800,15 @@ void run_iomethods(const parsed_args& args, report& out) {
   const auto cpu_threads = static_cast<unsigned>(args.count("cpu-threads"));
   if (gpu_threads == 0 || cpu_threads == 0) throw usage_error("thread counts must be at least 1");
   std::vector<std::string> methods = args.list("methods");
-  auto wants = [&](const char* m) { return std::find(methods.begin(), methods.end(), m) != methods.end(); };
+  auto wants = [&](const char* m) {
+    return std::find(methods.begin(), methods.end(), m) != methods.end();
+  };
   for (const auto& m : methods)
-    if (m != "uring" && m != "pread" && m != "mmap" && m != "uvm" && m != "cufile" && m != "block" && m != "array")
+    if (m != "uring" && m != "pread" && m != "mmap" && m != "uvm" && m != "cufile" &&
+        m != "block" && m != "array")
       throw usage_error("unknown method '" + m + "'");
-  const std::string cufile_label = args.str("cufile-label").empty() ? "" : "." + args.str("cufile-label");
+  const std::string cufile_label =
+      args.str("cufile-label").empty() ? "" : "." + args.str("cufile-label");
 
   const bench_file file = prepare_file(args, true);  // buffered methods read from the page cache
   const std::uint64_t dst_bytes = args.size("dst-bytes");
@@ -775,8 +827,9 @@ void run_iomethods(const parsed_args& args, report& out) {
     }
     s.tag = pattern;
     const std::uint64_t blocks = file.bytes / s.request;
-    s.tr = pattern == "random4k" ? trace::uniform(static_cast<std::uint64_t>(args.integer("seed")), blocks)
-                                 : trace::sequential(blocks);
+    s.tr = pattern == "random4k"
+               ? trace::uniform(static_cast<std::uint64_t>(args.integer("seed")), blocks)
+               : trace::sequential(blocks);
     s.requests = std::max<std::uint64_t>(1, args.size("bytes") / s.request);
     s.slow_requests = std::max<std::uint64_t>(1, args.size("slow-bytes") / s.request);
     s.slots = std::min(s.requests, dst_bytes / s.request);
@@ -790,7 +843,8 @@ void run_iomethods(const parsed_args& args, report& out) {
     const std::string suffix = "." + pattern + ".read";
 
     // One measurement under its full name: its figure, or its error as the result.
-    auto measure = [&](const std::string& name, const std::function<figure()>& fn, bool write = false) {
+    auto measure = [&](const std::string& name, const std::function<figure()>& fn,
+                       bool write = false) {
       std::fprintf(stderr, "iomethods: %s ...\n", name.c_str());
       try {
         out.results.push_back(to_result(s, name, fn(), write));
@@ -810,8 +864,9 @@ void run_iomethods(const parsed_args& args, report& out) {
     {
       const figure c = run_uring(s, opts, cpu_threads);
       s.ceiling = c;
-      s.ceiling_name = "io_uring " + pattern + " reads into pinned memory, " + std::to_string(cpu_threads) +
-                       " threads, QD " + std::to_string(opts.uring_depth) + ", page cache, same trace";
+      s.ceiling_name = "io_uring " + pattern + " reads into pinned memory, " +
+                       std::to_string(cpu_threads) + " threads, QD " +
+                       std::to_string(opts.uring_depth) + ", page cache, same trace";
       out.results.push_back(to_result(s, named("uring"), c));
     }
     if (wants("pread")) {
@@ -833,7 +888,8 @@ void run_iomethods(const parsed_args& args, report& out) {
           out.notes.push_back(std::string("FAILED unified memory setup: ") + e.what());
         }
       }
-      if (managed) measure(named("uvm"), [&] { return run_uvm(s, *managed, gpu_threads, block_threads); });
+      if (managed)
+        measure(named("uvm"), [&] { return run_uvm(s, *managed, gpu_threads, block_threads); });
     }
     if (wants("cufile"))
       measure(named("cufile" + cufile_label), [&] {
@@ -846,9 +902,11 @@ void run_iomethods(const parsed_args& args, report& out) {
       measure(named("block"), [&] { return run_block(s, opts, gpu_threads, block_threads); });
       if (sweep) {
         for (const auto b : sweep_blocks)
-          measure(named("block", ".tpb" + std::to_string(b)), [&] { return run_block(s, opts, gpu_threads, b); });
+          measure(named("block", ".tpb" + std::to_string(b)),
+                  [&] { return run_block(s, opts, gpu_threads, b); });
         for (const auto t : sweep_threads)
-          measure(named("block", ".threads" + size_tag(t)), [&] { return run_block(s, opts, t, block_threads); });
+          measure(named("block", ".threads" + size_tag(t)),
+                  [&] { return run_block(s, opts, t, block_threads); });
       }
     }
     if (wants("array")) {
@@ -873,24 +931,36 @@ void run_iomethods(const parsed_args& args, report& out) {
     // the pattern bytes of each request go to a fresh sparse target, read back after each round.
     if (!args.flag("no-writes")) {
       const std::string write_file = args.str("write-file");
-      auto named_write = [&](const std::string& method) { return base + method + "." + pattern + ".write"; };
-      measure(named_write("uring"), [&] {
-        figure c = run_uring_write(s, opts, cpu_threads, write_file);
-        s.write_ceiling = c;
-        s.write_ceiling_name = "io_uring " + pattern + " buffered writes from pinned memory, " +
-                               std::to_string(cpu_threads) + " threads, QD " + std::to_string(opts.uring_depth) +
-                               ", same trace";
-        return c;
-      }, true);
-      if (wants("pread")) measure(named_write("pwrite"), [&] { return run_pwrite(s, cpu_threads, write_file); }, true);
-      if (wants("mmap")) measure(named_write("mmap"), [&] { return run_mmap_write(s, cpu_threads, write_file); }, true);
+      auto named_write = [&](const std::string& method) {
+        return base + method + "." + pattern + ".write";
+      };
+      measure(
+          named_write("uring"),
+          [&] {
+            figure c = run_uring_write(s, opts, cpu_threads, write_file);
+            s.write_ceiling = c;
+            s.write_ceiling_name = "io_uring " + pattern + " buffered writes from pinned memory, " +
+                                   std::to_string(cpu_threads) + " threads, QD " +
+                                   std::to_string(opts.uring_depth) + ", same trace";
+            return c;
+          },
+          true);
+      if (wants("pread"))
+        measure(
+            named_write("pwrite"), [&] { return run_pwrite(s, cpu_threads, write_file); }, true);
+      if (wants("mmap"))
+        measure(
+            named_write("mmap"), [&] { return run_mmap_write(s, cpu_threads, write_file); }, true);
       if (wants("cufile"))
-        measure(named_write("cufile" + cufile_label), [&] {
-          std::vector<std::string> log;
-          figure f = run_cufile(s, cpu_threads, log, write_file);
-          for (auto& l : log) out.notes.push_back(l);
-          return f;
-        }, true);
+        measure(
+            named_write("cufile" + cufile_label),
+            [&] {
+              std::vector<std::string> log;
+              figure f = run_cufile(s, cpu_threads, log, write_file);
+              for (auto& l : log) out.notes.push_back(l);
+              return f;
+            },
+            true);
     }
   }
 }

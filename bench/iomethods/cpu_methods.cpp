@@ -1,11 +1,10 @@
 #include "bench/iomethods/cpu_methods.h"
 
 #include <fcntl.h>
+#include <liburing.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#include <liburing.h>
 
 #include <algorithm>
 #include <barrier>
@@ -62,8 +61,9 @@ struct fd_holder {
   explicit fd_holder(const std::string& path, int flags = O_RDONLY)
       : fd(::open(path.c_str(), flags | O_CLOEXEC)) {
     if (fd < 0)
-      throw std::system_error(errno, std::generic_category(),
-                              "open " + path + ((flags & O_ACCMODE) == O_RDONLY ? "" : " for writing"));
+      throw std::system_error(
+          errno, std::generic_category(),
+          "open " + path + ((flags & O_ACCMODE) == O_RDONLY ? "" : " for writing"));
   }
   ~fd_holder() { ::close(fd); }
   fd_holder(const fd_holder&) = delete;
@@ -72,7 +72,8 @@ struct fd_holder {
 
 std::uint64_t size_of(int fd, const std::string& path) {
   struct stat st {};
-  if (::fstat(fd, &st) != 0) throw std::system_error(errno, std::generic_category(), "fstat " + path);
+  if (::fstat(fd, &st) != 0)
+    throw std::system_error(errno, std::generic_category(), "fstat " + path);
   return static_cast<std::uint64_t>(st.st_size);
 }
 
@@ -86,8 +87,10 @@ struct file_mapping {
     const fd_holder file(cfg.path, writable ? O_RDWR : O_RDONLY);
     bytes = size_of(file.fd, cfg.path);
     check_config(cfg, bytes);
-    void* p = ::mmap(nullptr, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, file.fd, 0);
-    if (p == MAP_FAILED) throw std::system_error(errno, std::generic_category(), "mmap " + cfg.path);
+    void* p = ::mmap(nullptr, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
+                     file.fd, 0);
+    if (p == MAP_FAILED)
+      throw std::system_error(errno, std::generic_category(), "mmap " + cfg.path);
     data = static_cast<std::byte*>(p);  // the mapping keeps the file open
   }
   ~file_mapping() { ::munmap(data, bytes); }
@@ -112,12 +115,14 @@ method_result run_rounds(const cpu_method_config& cfg, destination& dst, const t
   return run_rounds(cfg,
                     round_hooks{{},
                                 [&](std::uint64_t first, std::uint64_t count) {
-                                  return dst.verify(cfg.tr, first, count, cfg.request_bytes, cfg.file_seed);
+                                  return dst.verify(cfg.tr, first, count, cfg.request_bytes,
+                                                    cfg.file_seed);
                                 }},
                     body);
 }
 
-method_result run_rounds(const cpu_method_config& cfg, const round_hooks& hooks, const thread_body& body) {
+method_result run_rounds(const cpu_method_config& cfg, const round_hooks& hooks,
+                         const thread_body& body) {
   method_result res;
   res.requests = cfg.requests;
   res.bytes = cfg.requests * cfg.request_bytes;
@@ -187,15 +192,16 @@ float micros_since(std::uint64_t start_ns) {
 }
 
 // pread of a whole request at `offset` into `buf`; raises on error or short read.
-void pread_fully(int fd, std::byte* buf, std::size_t bytes, std::uint64_t offset, std::uint64_t request) {
+void pread_fully(int fd, std::byte* buf, std::size_t bytes, std::uint64_t offset,
+                 std::uint64_t request) {
   std::size_t done = 0;
   while (done < bytes) {
     const ssize_t n = ::pread(fd, buf + done, bytes - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0)
-      throw std::system_error(errno, std::generic_category(),
-                              "pread of request " + std::to_string(request) + " at offset " +
-                                  std::to_string(offset));
+      throw std::system_error(
+          errno, std::generic_category(),
+          "pread of request " + std::to_string(request) + " at offset " + std::to_string(offset));
     if (n == 0)
       throw std::runtime_error("short pread of request " + std::to_string(request) + " at offset " +
                                std::to_string(offset) + ": " + std::to_string(done) + " of " +
@@ -210,10 +216,11 @@ namespace {
 
 // The body of the mmap methods: one copy per request between slot and file
 // offset, its latency the copy's.
-thread_body copy_per_request(const cpu_method_config& cfg,
-                             std::function<void(unsigned thread, std::uint64_t slot, std::uint64_t offset)> copy) {
-  return [&cfg, copy = std::move(copy)](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
-                                        std::vector<float>& lat) {
+thread_body copy_per_request(
+    const cpu_method_config& cfg,
+    std::function<void(unsigned thread, std::uint64_t slot, std::uint64_t offset)> copy) {
+  return [&cfg, copy = std::move(copy)](unsigned t, std::uint64_t base, std::uint64_t first,
+                                        std::uint64_t last, std::vector<float>& lat) {
     for (std::uint64_t k = first; k < last; ++k) {
       const std::uint64_t start = monotonic_ns();
       copy(t, k, cfg.tr.index(base + k) * cfg.request_bytes);
@@ -231,34 +238,37 @@ method_result run_pread_method(const cpu_method_config& cfg, destination& dst) {
   const std::uint64_t batch = dst.staging_bytes() / B;
   if (batch == 0) throw std::invalid_argument("pread method: staging holds no whole request");
 
-  return run_rounds(cfg, dst, [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
-                                  std::vector<float>& lat) {
-    // Start times of the requests of the batch in each staging buffer.
-    std::vector<std::uint64_t> started[2] = {std::vector<std::uint64_t>(batch),
-                                             std::vector<std::uint64_t>(batch)};
-    std::uint64_t in_flight[2] = {0, 0};  // requests whose copy is under way, per buffer
-    auto finish = [&](unsigned b) {  // the copy from buffer b is done
-      if (in_flight[b] == 0) return;
-      dst.wait(t, b);
-      for (std::uint64_t k = 0; k < in_flight[b]; ++k) lat.push_back(micros_since(started[b][k]));
-      in_flight[b] = 0;
-    };
-    unsigned b = 0;
-    for (std::uint64_t k0 = first; k0 < last; k0 += batch, b ^= 1u) {
-      const std::uint64_t n = std::min(batch, last - k0);
-      std::byte* stage = dst.staging(t, b);
-      for (std::uint64_t k = 0; k < n; ++k) {
-        started[b][k] = monotonic_ns();
-        const std::uint64_t i = base + k0 + k;
-        pread_fully(file.fd, stage + k * B, B, cfg.tr.index(i) * B, i);
-      }
-      finish(b ^ 1u);  // the other buffer's copy overlapped these preads
-      dst.copy(t, b, k0 * B, stage, n * B);
-      in_flight[b] = n;
-    }
-    finish(0);
-    finish(1);
-  });
+  return run_rounds(
+      cfg, dst,
+      [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
+          std::vector<float>& lat) {
+        // Start times of the requests of the batch in each staging buffer.
+        std::vector<std::uint64_t> started[2] = {std::vector<std::uint64_t>(batch),
+                                                 std::vector<std::uint64_t>(batch)};
+        std::uint64_t in_flight[2] = {0, 0};  // requests whose copy is under way, per buffer
+        auto finish = [&](unsigned b) {       // the copy from buffer b is done
+          if (in_flight[b] == 0) return;
+          dst.wait(t, b);
+          for (std::uint64_t k = 0; k < in_flight[b]; ++k)
+            lat.push_back(micros_since(started[b][k]));
+          in_flight[b] = 0;
+        };
+        unsigned b = 0;
+        for (std::uint64_t k0 = first; k0 < last; k0 += batch, b ^= 1u) {
+          const std::uint64_t n = std::min(batch, last - k0);
+          std::byte* stage = dst.staging(t, b);
+          for (std::uint64_t k = 0; k < n; ++k) {
+            started[b][k] = monotonic_ns();
+            const std::uint64_t i = base + k0 + k;
+            pread_fully(file.fd, stage + k * B, B, cfg.tr.index(i) * B, i);
+          }
+          finish(b ^ 1u);  // the other buffer's copy overlapped these preads
+          dst.copy(t, b, k0 * B, stage, n * B);
+          in_flight[b] = n;
+        }
+        finish(0);
+        finish(1);
+      });
 }
 
 method_result run_mmap_method(const cpu_method_config& cfg, destination& dst) {
@@ -266,10 +276,11 @@ method_result run_mmap_method(const cpu_method_config& cfg, destination& dst) {
   const std::byte* bytes = map.data;
   const std::uint64_t B = cfg.request_bytes;
 
-  return run_rounds(cfg, dst, copy_per_request(cfg, [&](unsigned t, std::uint64_t slot, std::uint64_t offset) {
-                      dst.copy(t, 0, slot * B, bytes + offset, B);
-                      dst.wait(t, 0);
-                    }));
+  return run_rounds(
+      cfg, dst, copy_per_request(cfg, [&](unsigned t, std::uint64_t slot, std::uint64_t offset) {
+        dst.copy(t, 0, slot * B, bytes + offset, B);
+        dst.wait(t, 0);
+      }));
 }
 
 // ---- writes ----------------------------------------------------------------------
@@ -277,23 +288,26 @@ method_result run_mmap_method(const cpu_method_config& cfg, destination& dst) {
 host_source::host_source(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
     : data_(bytes), staging_(threads, staging_bytes) {}
 
-void host_source::fetch(unsigned, unsigned, std::uint64_t offset, std::byte* dst, std::size_t bytes) {
+void host_source::fetch(unsigned, unsigned, std::uint64_t offset, std::byte* dst,
+                        std::size_t bytes) {
   if (offset > data_.size() || bytes > data_.size() - offset)
     throw std::out_of_range("host_source: fetch past the end");
   std::memcpy(dst, data_.data() + offset, bytes);
 }
 
-void host_source::fill(const trace& tr, std::uint64_t first, std::uint64_t count, std::uint32_t request_bytes,
-                       std::uint64_t seed) {
-  if (count * request_bytes > data_.size()) throw std::out_of_range("host_source: fill past the end");
+void host_source::fill(const trace& tr, std::uint64_t first, std::uint64_t count,
+                       std::uint32_t request_bytes, std::uint64_t seed) {
+  if (count * request_bytes > data_.size())
+    throw std::out_of_range("host_source: fill past the end");
   for (std::uint64_t k = 0; k < count; ++k)
-    tools::fill_buffer(data_.data() + k * request_bytes, tr.index(first + k) * request_bytes, request_bytes,
-                       seed);
+    tools::fill_buffer(data_.data() + k * request_bytes, tr.index(first + k) * request_bytes,
+                       request_bytes, seed);
 }
 
 void make_write_target(const std::string& path, std::uint64_t bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "create write target " + path);
+  if (fd < 0)
+    throw std::system_error(errno, std::generic_category(), "create write target " + path);
   const int rc = ::ftruncate(fd, static_cast<off_t>(bytes));
   const int err = errno;
   ::close(fd);
@@ -335,19 +349,19 @@ std::uint64_t verify_written(const std::string& path, const trace& tr, std::uint
 
 namespace {
 
-void pwrite_fully(int fd, const std::byte* buf, std::size_t bytes, std::uint64_t offset, std::uint64_t request) {
+void pwrite_fully(int fd, const std::byte* buf, std::size_t bytes, std::uint64_t offset,
+                  std::uint64_t request) {
   std::size_t done = 0;
   while (done < bytes) {
     const ssize_t n = ::pwrite(fd, buf + done, bytes - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0)
-      throw std::system_error(n < 0 ? errno : EIO, std::generic_category(),
-                              "pwrite of request " + std::to_string(request) + " at offset " +
-                                  std::to_string(offset));
+      throw std::system_error(
+          n < 0 ? errno : EIO, std::generic_category(),
+          "pwrite of request " + std::to_string(request) + " at offset " + std::to_string(offset));
     done += static_cast<std::size_t>(n);
   }
 }
-
 
 }  // namespace
 
@@ -356,7 +370,8 @@ round_hooks write_hooks(const cpu_method_config& cfg, source& src) {
             src.fill(cfg.tr, first, count, cfg.request_bytes, cfg.file_seed);
           },
           [&cfg](std::uint64_t first, std::uint64_t count) {
-            return verify_written(cfg.path, cfg.tr, first, count, cfg.request_bytes, cfg.file_seed, cfg.threads);
+            return verify_written(cfg.path, cfg.tr, first, count, cfg.request_bytes, cfg.file_seed,
+                                  cfg.threads);
           }};
 }
 
@@ -371,39 +386,43 @@ method_result run_pwrite_method(const cpu_method_config& cfg, source& src) {
   return run_rounds(cfg, write_hooks(cfg, src),
                     [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
                         std::vector<float>& lat) {
-    // Latency of a request: from the start of its batch's fetch to the end of its pwrite.
-    std::uint64_t fetched_at[2] = {0, 0};
-    auto start_fetch = [&](unsigned b, std::uint64_t k0) {
-      fetched_at[b] = monotonic_ns();
-      src.fetch(t, b, k0 * B, src.staging(t, b), std::min(batch, last - k0) * B);
-    };
-    unsigned b = 0;
-    if (first < last) start_fetch(0, first);
-    for (std::uint64_t k0 = first; k0 < last; k0 += batch, b ^= 1u) {
-      src.wait(t, b);
-      if (k0 + batch < last) start_fetch(b ^ 1u, k0 + batch);  // overlaps these pwrites
-      const std::byte* stage = src.staging(t, b);
-      for (std::uint64_t k = k0; k < std::min(k0 + batch, last); ++k) {
-        const std::uint64_t i = base + k;
-        pwrite_fully(fd, stage + (k - k0) * B, B, cfg.tr.index(i) * B, i);
-        lat.push_back(micros_since(fetched_at[b]));
-      }
-    }
-  });
+                      // Latency of a request: from the start of its batch's fetch to the end of its
+                      // pwrite.
+                      std::uint64_t fetched_at[2] = {0, 0};
+                      auto start_fetch = [&](unsigned b, std::uint64_t k0) {
+                        fetched_at[b] = monotonic_ns();
+                        src.fetch(t, b, k0 * B, src.staging(t, b), std::min(batch, last - k0) * B);
+                      };
+                      unsigned b = 0;
+                      if (first < last) start_fetch(0, first);
+                      for (std::uint64_t k0 = first; k0 < last; k0 += batch, b ^= 1u) {
+                        src.wait(t, b);
+                        if (k0 + batch < last)
+                          start_fetch(b ^ 1u, k0 + batch);  // overlaps these pwrites
+                        const std::byte* stage = src.staging(t, b);
+                        for (std::uint64_t k = k0; k < std::min(k0 + batch, last); ++k) {
+                          const std::uint64_t i = base + k;
+                          pwrite_fully(fd, stage + (k - k0) * B, B, cfg.tr.index(i) * B, i);
+                          lat.push_back(micros_since(fetched_at[b]));
+                        }
+                      }
+                    });
 }
 
 method_result run_mmap_write_method(const cpu_method_config& cfg, source& src) {
   const file_mapping map(cfg, true);
   std::byte* bytes = map.data;
   const std::uint64_t B = cfg.request_bytes;
-  return run_rounds(cfg, write_hooks(cfg, src),
-                    copy_per_request(cfg, [&](unsigned t, std::uint64_t slot, std::uint64_t offset) {
-                      src.fetch(t, 0, slot * B, bytes + offset, B);
-                      src.wait(t, 0);
-                    }));
+  return run_rounds(
+      cfg, write_hooks(cfg, src),
+      copy_per_request(cfg, [&](unsigned t, std::uint64_t slot, std::uint64_t offset) {
+        src.fetch(t, 0, slot * B, bytes + offset, B);
+        src.wait(t, 0);
+      }));
 }
 
-method_result run_uring_write_method(const cpu_method_config& cfg, unsigned queue_depth, std::byte* arena) {
+method_result run_uring_write_method(const cpu_method_config& cfg, unsigned queue_depth,
+                                     std::byte* arena) {
   if (queue_depth == 0 || queue_depth > 32768)
     throw std::invalid_argument("uring write: queue depth must be 1 to 32768");
   const fd_holder file(cfg.path, O_WRONLY);
@@ -426,58 +445,63 @@ method_result run_uring_write_method(const cpu_method_config& cfg, unsigned queu
   std::vector<std::uint64_t> submitted(cfg.slots);
   const round_hooks hooks{[&](std::uint64_t first, std::uint64_t count) {
                             for (std::uint64_t k = 0; k < count; ++k)
-                              tools::fill_buffer(arena + k * B, cfg.tr.index(first + k) * B, B, cfg.file_seed);
+                              tools::fill_buffer(arena + k * B, cfg.tr.index(first + k) * B, B,
+                                                 cfg.file_seed);
                           },
                           [&cfg](std::uint64_t first, std::uint64_t count) {
                             return verify_written(cfg.path, cfg.tr, first, count, cfg.request_bytes,
                                                   cfg.file_seed, cfg.threads);
                           }};
 
-  return run_rounds(cfg, hooks,
-                    [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
-                        std::vector<float>& lat) {
-    io_uring* ring = &rings[t];
-    std::uint64_t next = first, inflight = 0, done = 0;
-    while (done < last - first) {
-      while (inflight < queue_depth && next < last) {
-        io_uring_sqe* sqe = io_uring_get_sqe(ring);
-        if (!sqe) break;
-        io_uring_prep_write(sqe, fd, arena + next * B, static_cast<unsigned>(B), cfg.tr.index(base + next) * B);
-        io_uring_sqe_set_data64(sqe, next);
-        submitted[next] = monotonic_ns();
-        ++next;
-        ++inflight;
-      }
-      const int ret = io_uring_submit_and_wait(ring, 1);
-      if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
-        throw std::system_error(-ret, std::generic_category(), "io_uring_submit_and_wait (writes)");
-      const std::uint64_t now = monotonic_ns();
-      unsigned head = 0, seen = 0;
-      io_uring_cqe* cqe = nullptr;
-      std::string error;
-      io_uring_for_each_cqe(ring, head, cqe) {
-        ++seen;
-        const std::uint64_t k = io_uring_cqe_get_data64(cqe);
-        lat.push_back(static_cast<float>(static_cast<double>(now - submitted[k]) * 1e-3));
-        if (cqe->res != static_cast<int>(B) && error.empty())
-          error = "io_uring write of request " + std::to_string(base + k) + ": " +
-                  (cqe->res < 0 ? std::strerror(-cqe->res) : std::to_string(cqe->res) + " bytes written");
-      }
-      io_uring_cq_advance(ring, seen);
-      inflight -= seen;
-      done += seen;
-      if (!error.empty()) {
-        // Reap what is still in flight (bounded) before the arena is refilled.
-        __kernel_timespec ts{1, 0};
-        for (; inflight > 0; --inflight) {
-          io_uring_cqe* c = nullptr;
-          if (io_uring_wait_cqe_timeout(ring, &c, &ts) < 0) break;
-          io_uring_cqe_seen(ring, c);
+  return run_rounds(
+      cfg, hooks,
+      [&](unsigned t, std::uint64_t base, std::uint64_t first, std::uint64_t last,
+          std::vector<float>& lat) {
+        io_uring* ring = &rings[t];
+        std::uint64_t next = first, inflight = 0, done = 0;
+        while (done < last - first) {
+          while (inflight < queue_depth && next < last) {
+            io_uring_sqe* sqe = io_uring_get_sqe(ring);
+            if (!sqe) break;
+            io_uring_prep_write(sqe, fd, arena + next * B, static_cast<unsigned>(B),
+                                cfg.tr.index(base + next) * B);
+            io_uring_sqe_set_data64(sqe, next);
+            submitted[next] = monotonic_ns();
+            ++next;
+            ++inflight;
+          }
+          const int ret = io_uring_submit_and_wait(ring, 1);
+          if (ret < 0 && ret != -EINTR && ret != -EAGAIN && ret != -EBUSY)
+            throw std::system_error(-ret, std::generic_category(),
+                                    "io_uring_submit_and_wait (writes)");
+          const std::uint64_t now = monotonic_ns();
+          unsigned head = 0, seen = 0;
+          io_uring_cqe* cqe = nullptr;
+          std::string error;
+          io_uring_for_each_cqe(ring, head, cqe) {
+            ++seen;
+            const std::uint64_t k = io_uring_cqe_get_data64(cqe);
+            lat.push_back(static_cast<float>(static_cast<double>(now - submitted[k]) * 1e-3));
+            if (cqe->res != static_cast<int>(B) && error.empty())
+              error = "io_uring write of request " + std::to_string(base + k) + ": " +
+                      (cqe->res < 0 ? std::strerror(-cqe->res)
+                                    : std::to_string(cqe->res) + " bytes written");
+          }
+          io_uring_cq_advance(ring, seen);
+          inflight -= seen;
+          done += seen;
+          if (!error.empty()) {
+            // Reap what is still in flight (bounded) before the arena is refilled.
+            __kernel_timespec ts{1, 0};
+            for (; inflight > 0; --inflight) {
+              io_uring_cqe* c = nullptr;
+              if (io_uring_wait_cqe_timeout(ring, &c, &ts) < 0) break;
+              io_uring_cqe_seen(ring, c);
+            }
+            throw std::runtime_error(error);
+          }
         }
-        throw std::runtime_error(error);
-      }
-    }
-  });
+      });
 }
 
 }  // namespace warpstore::bench::iomethods

@@ -63,7 +63,9 @@ class host_staging {
 class host_destination final : public destination {
  public:
   host_destination(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes);
-  std::byte* staging(unsigned thread, unsigned buffer) override { return staging_.get(thread, buffer); }
+  std::byte* staging(unsigned thread, unsigned buffer) override {
+    return staging_.get(thread, buffer);
+  }
   std::size_t staging_bytes() const override { return staging_.bytes(); }
   void copy(unsigned thread, unsigned buffer, std::uint64_t offset, const std::byte* src,
             std::size_t bytes) override;
@@ -102,8 +104,9 @@ struct method_result {
 // What one CPU thread does with its share [first, last) of a round whose
 // first request is round_base (slot k holds request round_base + k); it
 // appends one latency in microseconds per request.
-using thread_body = std::function<void(unsigned thread, std::uint64_t round_base, std::uint64_t first,
-                                       std::uint64_t last, std::vector<float>& latencies)>;
+using thread_body =
+    std::function<void(unsigned thread, std::uint64_t round_base, std::uint64_t first,
+                       std::uint64_t last, std::vector<float>& latencies)>;
 
 // What a method does around each round: `prepare` before its clock starts
 // (may be empty), `verify` after it stops (returns wrong 8-byte words).
@@ -116,7 +119,8 @@ struct round_hooks {
 // run `body` on their shares; the clock and the CPU meter run only while
 // they do. The first exception a thread raises is raised here after all
 // threads have finished.
-method_result run_rounds(const cpu_method_config& cfg, const round_hooks& hooks, const thread_body& body);
+method_result run_rounds(const cpu_method_config& cfg, const round_hooks& hooks,
+                         const thread_body& body);
 // Reads: each round verified in `dst`.
 method_result run_rounds(const cpu_method_config& cfg, destination& dst, const thread_body& body);
 
@@ -154,7 +158,9 @@ class source {
 class host_source final : public source {
  public:
   host_source(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes);
-  std::byte* staging(unsigned thread, unsigned buffer) override { return staging_.get(thread, buffer); }
+  std::byte* staging(unsigned thread, unsigned buffer) override {
+    return staging_.get(thread, buffer);
+  }
   std::size_t staging_bytes() const override { return staging_.bytes(); }
   void fetch(unsigned thread, unsigned buffer, std::uint64_t offset, std::byte* dst,
              std::size_t bytes) override;
@@ -191,6 +197,7 @@ round_hooks write_hooks(const cpu_method_config& cfg, source& src);
 // filled with the pattern before each round.
 method_result run_pwrite_method(const cpu_method_config& cfg, source& src);
 method_result run_mmap_write_method(const cpu_method_config& cfg, source& src);
-method_result run_uring_write_method(const cpu_method_config& cfg, unsigned queue_depth, std::byte* arena);
+method_result run_uring_write_method(const cpu_method_config& cfg, unsigned queue_depth,
+                                     std::byte* arena);
 
 }  // namespace warpstore::bench::iomethods

@@ -62,10 +62,14 @@ std::unique_ptr<cufile_library> cufile_library::load(std::string& why_not) {
   auto fn = std::make_unique<entry_points>();
   why_not.clear();
   fn->driver_open = reinterpret_cast<decltype(fn->driver_open)>(find("cuFileDriverOpen"));
-  void* close_v2 = ::dlsym(lib->lib_, "cuFileDriverClose_v2");  // what cufile.h's cuFileDriverClose names
-  fn->driver_close = reinterpret_cast<decltype(fn->driver_close)>(close_v2 ? close_v2 : find("cuFileDriverClose"));
-  fn->handle_register = reinterpret_cast<decltype(fn->handle_register)>(find("cuFileHandleRegister"));
-  fn->handle_deregister = reinterpret_cast<decltype(fn->handle_deregister)>(find("cuFileHandleDeregister"));
+  void* close_v2 =
+      ::dlsym(lib->lib_, "cuFileDriverClose_v2");  // what cufile.h's cuFileDriverClose names
+  fn->driver_close =
+      reinterpret_cast<decltype(fn->driver_close)>(close_v2 ? close_v2 : find("cuFileDriverClose"));
+  fn->handle_register =
+      reinterpret_cast<decltype(fn->handle_register)>(find("cuFileHandleRegister"));
+  fn->handle_deregister =
+      reinterpret_cast<decltype(fn->handle_deregister)>(find("cuFileHandleDeregister"));
   fn->buf_register = reinterpret_cast<decltype(fn->buf_register)>(find("cuFileBufRegister"));
   fn->buf_deregister = reinterpret_cast<decltype(fn->buf_deregister)>(find("cuFileBufDeregister"));
   fn->read = reinterpret_cast<decltype(fn->read)>(find("cuFileRead"));
@@ -102,22 +106,26 @@ cufile_library::handle cufile_library::register_file(int fd) {
   return h;
 }
 
-void cufile_library::deregister_file(handle h) { fn_->handle_deregister(h); }
+void cufile_library::deregister_file(handle h) {
+  fn_->handle_deregister(h);
+}
 
 void cufile_library::register_buffer(void* device_ptr, std::size_t bytes) {
   const cufile_status s = fn_->buf_register(device_ptr, bytes, 0);
   if (s.err != 0) throw cufile_error("cuFileBufRegister", s.err, s.cu_err);
 }
 
-void cufile_library::deregister_buffer(void* device_ptr) { fn_->buf_deregister(device_ptr); }
+void cufile_library::deregister_buffer(void* device_ptr) {
+  fn_->buf_deregister(device_ptr);
+}
 
 ssize_t cufile_library::read(handle h, void* device_base, std::size_t bytes, off_t file_offset,
                              off_t device_offset) {
   return fn_->read(h, device_base, bytes, file_offset, device_offset);
 }
 
-ssize_t cufile_library::write(handle h, const void* device_base, std::size_t bytes, off_t file_offset,
-                              off_t device_offset) {
+ssize_t cufile_library::write(handle h, const void* device_base, std::size_t bytes,
+                              off_t file_offset, off_t device_offset) {
   return fn_->write(h, device_base, bytes, file_offset, device_offset);
 }
 

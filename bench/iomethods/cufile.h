@@ -37,16 +37,18 @@ class cufile_library {
   cufile_library& operator=(const cufile_library&) = delete;
 
   using handle = void*;
-  void driver_open();   // cuFileDriverOpen; raises cufile_error
-  void driver_close();  // cuFileDriverClose(_v2), if opened
+  void driver_open();            // cuFileDriverOpen; raises cufile_error
+  void driver_close();           // cuFileDriverClose(_v2), if opened
   handle register_file(int fd);  // cuFileHandleRegister on an opaque fd
   void deregister_file(handle h);
   void register_buffer(void* device_ptr, std::size_t bytes);  // cuFileBufRegister
   void deregister_buffer(void* device_ptr);
   // cuFileRead: bytes read, or a negative value (-errno, or -CUfileOpError).
-  ssize_t read(handle h, void* device_base, std::size_t bytes, off_t file_offset, off_t device_offset);
+  ssize_t read(handle h, void* device_base, std::size_t bytes, off_t file_offset,
+               off_t device_offset);
   // cuFileWrite: bytes written, or a negative value.
-  ssize_t write(handle h, const void* device_base, std::size_t bytes, off_t file_offset, off_t device_offset);
+  ssize_t write(handle h, const void* device_base, std::size_t bytes, off_t file_offset,
+                off_t device_offset);
   const std::string& path() const { return path_; }
 
  private:

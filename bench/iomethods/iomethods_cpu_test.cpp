@@ -2,7 +2,6 @@
 // process CPU time, the pread and mmap methods against a pattern file (into
 // host memory), the io_uring ceiling's latencies, and loading libcufile.
 #include <gtest/gtest.h>
-
 #include <stdlib.h>
 #include <time.h>
 
@@ -68,13 +67,14 @@ class corrupting_destination final : public io::destination {
       : inner_(bytes, threads, staging) {}
   std::byte* staging(unsigned t, unsigned b) override { return inner_.staging(t, b); }
   std::size_t staging_bytes() const override { return inner_.staging_bytes(); }
-  void copy(unsigned t, unsigned b, std::uint64_t off, const std::byte* src, std::size_t n) override {
+  void copy(unsigned t, unsigned b, std::uint64_t off, const std::byte* src,
+            std::size_t n) override {
     inner_.copy(t, b, off, src, n);
     if (!done_.exchange(true)) inner_.data()[off] ^= std::byte{0x5A};
   }
   void wait(unsigned t, unsigned b) override { inner_.wait(t, b); }
-  std::uint64_t verify(const wb::trace& tr, std::uint64_t first, std::uint64_t count, std::uint32_t request,
-                       std::uint64_t seed) override {
+  std::uint64_t verify(const wb::trace& tr, std::uint64_t first, std::uint64_t count,
+                       std::uint32_t request, std::uint64_t seed) override {
     return inner_.verify(tr, first, count, request, seed);
   }
 
@@ -182,7 +182,8 @@ TEST(PreadMethod, MissingFileNamesIt) {
     io::run_pread_method(cfg, dst);
     FAIL() << "no exception";
   } catch (const std::system_error& e) {
-    EXPECT_NE(std::string(e.what()).find("/nonexistent/warpstore-iomethods.bin"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/warpstore-iomethods.bin"),
+              std::string::npos);
   }
 }
 
@@ -206,7 +207,8 @@ TEST(Rounds, ThreadFailureIsRaised) {
   const auto cfg = config_for(f, wb::trace::uniform(3, f.bytes() / 4096), 4096, 90, 30);
   io::host_destination dst(cfg.slots * 4096, cfg.threads, 4096);
   EXPECT_THROW(io::run_rounds(cfg, dst,
-                              [](unsigned t, std::uint64_t, std::uint64_t, std::uint64_t, std::vector<float>&) {
+                              [](unsigned t, std::uint64_t, std::uint64_t, std::uint64_t,
+                                 std::vector<float>&) {
                                 if (t == 1) throw std::runtime_error("thread 1 failed");
                               }),
                std::runtime_error);
@@ -298,7 +300,8 @@ TEST(WriteMethods, WrongBytesAreCounted) {
       inner_.fetch(t, b, off, dst, n);
     }
     void wait(unsigned t, unsigned b) override { inner_.wait(t, b); }
-    void fill(const wb::trace&, std::uint64_t, std::uint64_t, std::uint32_t, std::uint64_t) override {}
+    void fill(const wb::trace&, std::uint64_t, std::uint64_t, std::uint32_t,
+              std::uint64_t) override {}
 
    private:
     io::host_source inner_;
@@ -340,7 +343,8 @@ TEST(CuFile, LoadsOrSaysWhyNot) {
 TEST(CuFile, ErrorNamesCallAndCodes) {
   const io::cufile_error e("cuFileHandleRegister", 5027, 0);
   EXPECT_EQ(e.err(), 5027);
-  EXPECT_NE(std::string(e.what()).find("cuFileHandleRegister failed: CUfileOpError 5027"), std::string::npos);
+  EXPECT_NE(std::string(e.what()).find("cuFileHandleRegister failed: CUfileOpError 5027"),
+            std::string::npos);
   const io::cufile_error d("cuFileDriverOpen", 5011, 100);
   EXPECT_NE(std::string(d.what()).find("CUresult 100"), std::string::npos);
 }
