@@ -33,7 +33,7 @@ std::byte* host_staging::get(unsigned thread, unsigned buffer) {
 }
 
 host_destination::host_destination(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
-    : data_(bytes), staging_(threads, staging_bytes) {
+    : host_staged(bytes, threads, staging_bytes) {
   std::memset(data_.data(), 0xFF, data_.size());
 }
 
@@ -284,9 +284,6 @@ method_result run_mmap_method(const cpu_method_config& cfg, destination& dst) {
 }
 
 // ---- writes ----------------------------------------------------------------------
-
-host_source::host_source(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
-    : data_(bytes), staging_(threads, staging_bytes) {}
 
 void host_source::fetch(unsigned, unsigned, std::uint64_t offset, std::byte* dst,
                         std::size_t bytes) {

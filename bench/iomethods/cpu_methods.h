@@ -29,17 +29,23 @@
 
 namespace warpstore::bench::iomethods {
 
-class destination {
+// What both directions share: two staging buffers per CPU thread, and
+// waiting for the asynchronous copy started for one of them.
+class staged_copier {
  public:
-  virtual ~destination() = default;
+  virtual ~staged_copier() = default;
   // Staging buffer `buffer` (0 or 1) of CPU thread `thread`, staging_bytes() long.
   virtual std::byte* staging(unsigned thread, unsigned buffer) = 0;
   virtual std::size_t staging_bytes() const = 0;
+  virtual void wait(unsigned thread, unsigned buffer) = 0;
+};
+
+class destination : public staged_copier {
+ public:
   // Starts copying `bytes` from host memory `src` to byte `offset` of the
   // destination for `thread`'s buffer `buffer`; done once wait() returns.
   virtual void copy(unsigned thread, unsigned buffer, std::uint64_t offset, const std::byte* src,
                     std::size_t bytes) = 0;
-  virtual void wait(unsigned thread, unsigned buffer) = 0;
   // 8-byte words of slots [0, count) that differ from the pattern, where slot
   // k holds request first + k of `tr` (request_bytes each); then overwrites
   // the slots, so a request the next round skips cannot pass with old bytes.
@@ -59,24 +65,32 @@ class host_staging {
   std::vector<std::vector<std::byte>> buffers_;
 };
 
-// Host memory: copies are memcpy, done at once (the CPU tests).
-class host_destination final : public destination {
+// A destination or source in host memory: copies are memcpy, done at once.
+template <class Direction>
+class host_staged : public Direction {
  public:
-  host_destination(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes);
+  host_staged(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes)
+      : data_(bytes), staging_(threads, staging_bytes) {}
   std::byte* staging(unsigned thread, unsigned buffer) override {
     return staging_.get(thread, buffer);
   }
   std::size_t staging_bytes() const override { return staging_.bytes(); }
-  void copy(unsigned thread, unsigned buffer, std::uint64_t offset, const std::byte* src,
-            std::size_t bytes) override;
   void wait(unsigned, unsigned) override {}
-  std::uint64_t verify(const trace& tr, std::uint64_t first, std::uint64_t count,
-                       std::uint32_t request_bytes, std::uint64_t seed) override;
   std::byte* data() { return data_.data(); }
 
- private:
+ protected:
   std::vector<std::byte> data_;
   host_staging staging_;
+};
+
+// Host memory as the destination (the CPU tests).
+class host_destination final : public host_staged<destination> {
+ public:
+  host_destination(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes);
+  void copy(unsigned thread, unsigned buffer, std::uint64_t offset, const std::byte* src,
+            std::size_t bytes) override;
+  std::uint64_t verify(const trace& tr, std::uint64_t first, std::uint64_t count,
+                       std::uint32_t request_bytes, std::uint64_t seed) override;
 };
 
 struct cpu_method_config {
@@ -139,39 +153,25 @@ method_result run_mmap_method(const cpu_method_config& cfg, destination& dst);
 
 // Where the bytes to write come from: GPU memory in warpstore-bench, host
 // memory in the CPU tests. Slot k of a round holds request first + k.
-class source {
+class source : public staged_copier {
  public:
-  virtual ~source() = default;
-  virtual std::byte* staging(unsigned thread, unsigned buffer) = 0;
-  virtual std::size_t staging_bytes() const = 0;
   // Starts copying `bytes` from byte `offset` of the source to host memory
   // `dst` for `thread`'s buffer `buffer`; done once wait() returns.
   virtual void fetch(unsigned thread, unsigned buffer, std::uint64_t offset, std::byte* dst,
                      std::size_t bytes) = 0;
-  virtual void wait(unsigned thread, unsigned buffer) = 0;
   // Before a round (untimed): slot k := the pattern of request first + k.
   virtual void fill(const trace& tr, std::uint64_t first, std::uint64_t count,
                     std::uint32_t request_bytes, std::uint64_t seed) = 0;
 };
 
-// Host memory: fetches are memcpy, done at once.
-class host_source final : public source {
+// Host memory as the source (the CPU tests).
+class host_source final : public host_staged<source> {
  public:
-  host_source(std::uint64_t bytes, unsigned threads, std::size_t staging_bytes);
-  std::byte* staging(unsigned thread, unsigned buffer) override {
-    return staging_.get(thread, buffer);
-  }
-  std::size_t staging_bytes() const override { return staging_.bytes(); }
+  using host_staged::host_staged;
   void fetch(unsigned thread, unsigned buffer, std::uint64_t offset, std::byte* dst,
              std::size_t bytes) override;
-  void wait(unsigned, unsigned) override {}
   void fill(const trace& tr, std::uint64_t first, std::uint64_t count, std::uint32_t request_bytes,
             std::uint64_t seed) override;
-  std::byte* data() { return data_.data(); }
-
- private:
-  std::vector<std::byte> data_;
-  host_staging staging_;
 };
 
 // Creates (or truncates) `path` as a sparse file of `bytes` zeros.
