@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -19,23 +20,19 @@ namespace {
 
 std::uint64_t align_up(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
 
-// Runs fn(begin, end) on `threads` contiguous shares of [0, n); rethrows the
-// first exception a share raised.
+// Runs fn(t) for t in [0, n) on n threads; rethrows the first exception one raised.
 template <class Fn>
-void parallel_for(unsigned threads, std::uint64_t n, Fn&& fn) {
-  threads = std::max(1u, threads);
-  if (n < 4096 || threads == 1) {
-    fn(std::uint64_t{0}, n);
+void run_threads(unsigned n, Fn&& fn) {
+  if (n <= 1) {
+    fn(0u);
     return;
   }
   std::vector<std::thread> pool;
-  std::vector<std::exception_ptr> errors(threads);
-  const std::uint64_t share = (n + threads - 1) / threads;
-  for (unsigned t = 0; t < threads; ++t)
+  std::vector<std::exception_ptr> errors(n);
+  for (unsigned t = 0; t < n; ++t)
     pool.emplace_back([&, t] {
       try {
-        const std::uint64_t b = std::min(n, t * share), e = std::min(n, b + share);
-        if (b < e) fn(b, e);
+        fn(t);
       } catch (...) {
         errors[t] = std::current_exception();
       }
@@ -43,6 +40,17 @@ void parallel_for(unsigned threads, std::uint64_t n, Fn&& fn) {
   for (auto& th : pool) th.join();
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
+}
+
+// Runs fn(begin, end) on `threads` contiguous shares of [0, n).
+template <class Fn>
+void parallel_for(unsigned threads, std::uint64_t n, Fn&& fn) {
+  threads = n < 4096 ? 1u : std::max(1u, threads);
+  const std::uint64_t share = (n + threads - 1) / threads;
+  run_threads(threads, [&](unsigned t) {
+    const std::uint64_t b = std::min(n, t * share), e = std::min(n, b + share);
+    if (b < e || threads == 1) fn(b, e);
+  });
 }
 
 std::uint64_t splitmix(std::uint64_t x) {
@@ -78,7 +86,7 @@ void for_each_chunk(unsigned threads, std::uint64_t bytes, Io&& io) {
   const std::uint64_t chunks = (bytes + chunk - 1) / chunk;
   std::atomic<std::uint64_t> next{0};
   const unsigned n = static_cast<unsigned>(std::clamp<std::uint64_t>(chunks, 1, std::max(1u, threads)));
-  parallel_for(n, n * 4096ull, [&](std::uint64_t, std::uint64_t) {
+  run_threads(n, [&](unsigned) {
     for (std::uint64_t c = next++; c < chunks; c = next++)
       io(c * chunk, std::min(bytes, (c + 1) * chunk));
   });
@@ -123,9 +131,6 @@ csr build_csr(std::uint64_t vertices, std::uint64_t count,
   csr g;
   g.vertices = vertices;
   g.flags = (symmetrize ? csr_flag::symmetric : 0u) | (weighted ? csr_flag::weighted : 0u);
-  // Pass 1: degrees. Pass 2: scatter with a cursor per vertex. edge_at is
-  // pure, so generated graphs never hold an edge list.
-  std::vector<std::uint64_t> cursor(vertices + 1, 0);
   auto check = [&](const edge& e, std::uint64_t i) {
     if (e.from >= vertices || e.to >= vertices)
       throw std::invalid_argument("csr: edge " + std::to_string(i) + " (" +
@@ -133,33 +138,60 @@ csr build_csr(std::uint64_t vertices, std::uint64_t count,
                                   ") has an endpoint >= " + std::to_string(vertices) +
                                   " vertices");
   };
-  parallel_for(threads, count, [&](std::uint64_t b, std::uint64_t e) {
+  // Pass 1 counts each thread's share of every vertex's edges; pass 2
+  // regenerates the same shares and writes each thread's edges of v into its
+  // own slice of v's list. No atomics: hubs of skewed graphs would have
+  // every thread fighting over one counter. edge_at is pure, so generated
+  // graphs never hold an edge list.
+  const unsigned shares = count < 4096 ? 1u : std::max(1u, threads);
+  const std::uint64_t share = (count + shares - 1) / shares;
+  std::vector<std::vector<std::uint32_t>> counts(shares);
+  auto each_share = [&](auto&& fn) {
+    run_threads(shares, [&](unsigned t) { fn(t, std::min(count, t * share), std::min(count, (t + 1) * share)); });
+  };
+  each_share([&](unsigned t, std::uint64_t b, std::uint64_t e) {
+    std::vector<std::uint32_t>& c = counts[t];
+    c.assign(vertices, 0);
     for (std::uint64_t i = b; i < e; ++i) {
       const edge x = edge_at(i);
       check(x, i);
-      std::atomic_ref<std::uint64_t>(cursor[x.from]).fetch_add(1, std::memory_order_relaxed);
-      if (symmetrize && x.from != x.to)
-        std::atomic_ref<std::uint64_t>(cursor[x.to]).fetch_add(1, std::memory_order_relaxed);
+      ++c[x.from];
+      if (symmetrize && x.from != x.to) ++c[x.to];
     }
   });
   g.offsets.assign(vertices + 1, 0);
-  for (std::uint64_t v = 0; v < vertices; ++v) g.offsets[v + 1] = g.offsets[v] + cursor[v];
-  std::copy(g.offsets.begin(), g.offsets.end() - 1, cursor.begin());
+  parallel_for(threads, vertices, [&](std::uint64_t b, std::uint64_t e) {
+    for (std::uint64_t v = b; v < e; ++v)
+      for (unsigned t = 0; t < shares; ++t) g.offsets[v + 1] += counts[t][v];
+  });
+  for (std::uint64_t v = 0; v < vertices; ++v) g.offsets[v + 1] += g.offsets[v];
+  // counts become each share's first slot within the list of v.
+  parallel_for(threads, vertices, [&](std::uint64_t b, std::uint64_t e) {
+    for (std::uint64_t v = b; v < e; ++v) {
+      std::uint32_t at = 0;
+      for (unsigned t = 0; t < shares; ++t) {
+        const std::uint32_t n = counts[t][v];
+        counts[t][v] = at;
+        at += n;
+      }
+    }
+  });
   g.neighbours.resize(g.offsets[vertices]);
   if (weighted) g.weights.resize(g.offsets[vertices]);
-  auto put = [&](std::uint32_t from, std::uint32_t to, float w) {
-    const std::uint64_t at =
-        std::atomic_ref<std::uint64_t>(cursor[from]).fetch_add(1, std::memory_order_relaxed);
-    g.neighbours[at] = to;
-    if (weighted) g.weights[at] = w;
-  };
-  parallel_for(threads, count, [&](std::uint64_t b, std::uint64_t e) {
+  each_share([&](unsigned t, std::uint64_t b, std::uint64_t e) {
+    std::vector<std::uint32_t>& c = counts[t];
+    auto put = [&](std::uint32_t from, std::uint32_t to, float w) {
+      const std::uint64_t at = g.offsets[from] + c[from]++;
+      g.neighbours[at] = to;
+      if (weighted) g.weights[at] = w;
+    };
     for (std::uint64_t i = b; i < e; ++i) {
       const edge x = edge_at(i);
       put(x.from, x.to, x.weight);
       if (symmetrize && x.from != x.to) put(x.to, x.from, x.weight);
     }
   });
+  counts.clear();
   // Sorted lists make the file a function of the edges, not of thread timing.
   parallel_for(threads, vertices, [&](std::uint64_t b, std::uint64_t e) {
     std::vector<std::pair<std::uint32_t, float>> tmp;
@@ -187,15 +219,19 @@ float edge_weight(std::uint32_t u, std::uint32_t v, std::uint64_t seed) {
 }
 
 edge kronecker_edge(const kronecker_params& p, std::uint64_t i) {
-  std::uint64_t from = 0, to = 0;
-  const double ab = p.a + p.b, abc = p.a + p.b + p.c;
-  std::uint64_t bits = 0;
+  // Quadrant thresholds on 32 random bits; the quadrant is a sum of
+  // comparisons, not branches (they would mispredict at every level).
+  const double two32 = 4294967296.0;
+  const auto ta = static_cast<std::uint64_t>(std::ceil(p.a * two32));
+  const auto tb = static_cast<std::uint64_t>(std::ceil((p.a + p.b) * two32));
+  const auto tc = static_cast<std::uint64_t>(std::ceil((p.a + p.b + p.c) * two32));
+  std::uint64_t from = 0, to = 0, bits = 0;
   for (unsigned level = 0; level < p.scale; ++level) {
     // 32 random bits per level: two levels per 64-bit draw.
     if ((level & 1) == 0) bits = splitmix(p.seed * 0x100000001b3ull + i * 64 + level);
-    const double r = static_cast<double>(bits & 0xffffffffu) * (1.0 / 4294967296.0);
+    const std::uint64_t r = bits & 0xffffffffu;
     bits >>= 32;
-    const unsigned quadrant = r < p.a ? 0 : r < ab ? 1 : r < abc ? 2 : 3;
+    const unsigned quadrant = (r >= ta) + (r >= tb) + (r >= tc);
     from = from << 1 | (quadrant >> 1);
     to = to << 1 | (quadrant & 1);
   }
@@ -352,6 +388,18 @@ void write_csr(const std::string& path, const csr& g, unsigned threads) {
   ::close(fd);
   if (::rename(tmp.c_str(), path.c_str()) != 0)
     throw std::system_error(errno, std::generic_category(), "renaming " + tmp + " to " + path);
+}
+
+void write_raw(const std::string& path, const void* src, std::uint64_t bytes, unsigned threads) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "creating " + path);
+  try {
+    write_range(fd, path, 0, src, bytes, threads);
+  } catch (...) {
+    ::close(fd);
+    throw;
+  }
+  ::close(fd);
 }
 
 csr_header read_csr_header(const std::string& path) {

@@ -118,6 +118,8 @@ csr_header read_csr_header(const std::string& path);
 // neighbour ids (< vertices).
 csr read_csr(const std::string& path, unsigned threads);
 
+// Writes `bytes` from `src` as the whole file `path` (parallel pwrite).
+void write_raw(const std::string& path, const void* src, std::uint64_t bytes, unsigned threads);
 // Reads bytes [offset, offset + bytes) of `path` into `dst` with `threads`
 // parallel preads (what every baseline does to load a graph or a column).
 void read_file_range(const std::string& path, std::uint64_t offset, std::uint64_t bytes, void* dst,
