@@ -91,7 +91,12 @@ step gen-smoke 10 3 "$bin/warpstore-graphgen" kronecker "$data/smoke.csr" --scal
 # Every method and algorithm on a small graph first: a broken path shows up
 # in seconds, not after the big runs (results not kept).
 step smoke 30 10 "$bin/warpstore-graph" "$data/smoke.csr" --algorithms bfs,cc,pagerank,sssp \
-  --methods hbm,zerocopy,memory,host,uvm,host-cold,zerocopy-cold --cold-algorithms bfs --json ""
+  --methods hbm,zerocopy,memory,host,uvm,host-cold,zerocopy-cold --cold-algorithms bfs --json "" \
+  --dump "$data/smoke-ref"
+# The C++ references every run is checked against, checked in turn by SciPy
+# where the machine has it (exit 2: no SciPy, logged, not a failure).
+step scipy-check 30 5 bash -c 'python3 "$0"/scripts/graph_check_scipy.py "$1" "$2"; rc=$?; [ $rc -eq 2 ] && exit 0; exit $rc' \
+  "$root" "$data/smoke.csr" "$data/smoke-ref"
 
 # The graph study: page-cache methods on the big graph, then the cold ones
 # (the file's pages dropped before each) for BFS, then SSSP on the weighted graph.

@@ -17,7 +17,11 @@
 // graph edges per second, end to end and compute only; the JSON is rewritten
 // after every method so a run cut short keeps what it measured.
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <algorithm>
 #include <cstdio>
@@ -58,6 +62,7 @@ struct config {
   std::uint32_t iterations = 5;
   unsigned threads = 16;
   std::string json;
+  std::string dump;  // directory for the CPU references, for scripts/graph_check_scipy.py
   std::string command;
 };
 
@@ -313,6 +318,25 @@ void print_table(const table_of& t, const config& cfg) {
   std::printf("%s", tab.str().c_str());
 }
 
+template <class T>
+void dump_array(const std::string& path, const std::vector<T>& v) {
+  if (v.empty()) return;
+  wg::write_raw(path, v.data(), v.size() * sizeof(T), 1);
+}
+
+// The references as raw arrays (bfs.u32, cc.u32, pagerank.f64, sssp.f32)
+// and the source vertex, so an independent implementation can check them.
+void dump_references(const std::string& dir, const references& ref) {
+  if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    throw std::runtime_error("creating " + dir + ": " + std::strerror(errno));
+  const std::string source = std::to_string(ref.source) + "\n";
+  wg::write_raw(dir + "/source.txt", source.data(), source.size(), 1);
+  dump_array(dir + "/bfs.u32", ref.bfs);
+  dump_array(dir + "/cc.u32", ref.cc);
+  dump_array(dir + "/pagerank.f64", ref.pagerank);
+  dump_array(dir + "/sssp.f32", ref.sssp);
+}
+
 int run(const config& cfg) {
   const wg::csr_header h = wg::read_csr_header(cfg.path);
   std::printf("graph %s: %llu vertices, %llu edges, %s, edge bytes %s\n", cfg.path.c_str(),
@@ -333,6 +357,7 @@ int run(const config& cfg) {
     if (a == "sssp") ref.sssp = apps::reference::sssp(g, ref.source);
     std::printf("CPU reference %-8s %.2f s\n", a.c_str(), t.seconds());
   }
+  if (!cfg.dump.empty()) dump_references(cfg.dump, ref);
   std::fflush(stdout);
 
   table_of t;
@@ -420,6 +445,7 @@ int main(int argc, char** argv) {
       .option("iterations", "N", "5", "PageRank iterations")
       .option("threads", "N", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
               "CPU threads for loading and the references")
+      .option("dump", "DIR", "", "write the CPU references there (scripts/graph_check_scipy.py checks them)")
       .option("json", "PATH", std::string(WARPSTORE_SOURCE_DIR) + "/bench/results/apps.json",
               "results file to merge into (\"\" for none)");
   try {
@@ -441,6 +467,7 @@ int main(int argc, char** argv) {
     c.iterations = static_cast<std::uint32_t>(a.count("iterations"));
     c.threads = static_cast<unsigned>(std::max<std::uint64_t>(1, a.count("threads")));
     c.json = a.str("json");
+    c.dump = a.str("dump");
     c.command = a.command_line();
     return run(c);
   } catch (const wb::usage_error& e) {
