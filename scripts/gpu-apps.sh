@@ -75,7 +75,7 @@ step() {
 } >"$out/machine.log" 2>&1
 
 step configure 60 20 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DWARPSTORE_TESTS=OFF
+  -DCMAKE_CUDA_ARCHITECTURES=90
 step build 150 30 cmake --build "$build" -j 16 --target warpstore-graph warpstore-taxi \
   warpstore-graphgen warpstore-taxigen || { echo "gpu-apps: build failed" >&2; exit 1; }
 bin=$build/apps

@@ -23,6 +23,8 @@ TARGETS = {
     "bfs.host.vs_uvm": 3.0, "cc.host.vs_uvm": 3.0,
     "taxi.q5.sel1pct.vs_fullload": 3.0,
 }
+# Where the report is written: plot links are relative to it.
+REPORT_DIR = [os.path.join(ROOT, "bench")]
 GRAPH_METHODS = ["hbm", "zerocopy", "uvm", "memory", "host", "host-cold", "zerocopy-cold"]
 
 
@@ -117,7 +119,7 @@ def plot(plt, path, draw):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    return os.path.relpath(path, os.path.join(ROOT, "bench"))
+    return os.path.relpath(path, REPORT_DIR[0])
 
 
 def main():
@@ -126,6 +128,7 @@ def main():
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "REPORT.md"))
     ap.add_argument("--machine", help="a log of the machine (nvidia-smi, nproc, free, df) to quote")
     args = ap.parse_args()
+    REPORT_DIR[0] = os.path.dirname(os.path.abspath(args.out))
 
     try:
         import matplotlib
@@ -193,7 +196,6 @@ def main():
                         ax.bar(xs, ld, w, bottom=cp, color=bars[0].get_facecolor(), alpha=0.35)
                     ax.set_xticks([j + 0.4 - w / 2 for j in range(len(algos))], algos)
                     ax.set_ylabel("seconds (solid: compute, light: load)")
-                    ax.set_yscale("log")
                     ax.set_title("Graph algorithms, end to end, by method")
                     ax.legend(fontsize=7, ncol=4)
                 md.append(f"\n![graph times]({plot(plt, os.path.join(plots_dir, 'graph_times.png'), draw)})\n")

@@ -41,6 +41,7 @@
 #include "bench/common/results.h"
 #include "bench/common/table.h"
 #include "bench/common/timing.h"
+#include "tools/cli_main.h"
 #include "tools/graph/csr.h"
 #include "warpstore/array.cuh"
 #include "warpstore/cuda_check.h"
@@ -129,9 +130,16 @@ measurement run_algorithm(const std::string& algo, const G& view, const referenc
 
 // The graph's sections in one buffer laid out as in the file.
 struct loaded_graph {
-  wg::csr_header h;
-  std::function<void(void*)> free;
+  wg::csr_header h{};
+  std::function<void(void*)> free;  // set together with base
   char* base = nullptr;
+
+  loaded_graph() = default;
+  loaded_graph(const loaded_graph&) = delete;
+  loaded_graph& operator=(const loaded_graph&) = delete;
+  ~loaded_graph() {
+    if (base != nullptr) free(base);
+  }
   apps::plain_graph view() const {
     return {h.vertices, reinterpret_cast<const std::uint64_t*>(base + h.offsets_at),
             reinterpret_cast<const std::uint32_t*>(base + h.neighbours_at),
@@ -405,7 +413,6 @@ int run(const config& cfg) {
         if (cold) drop_page_cache(cfg.path);
         loaded_graph lg;
         const double load_s = load_plain(method, cfg, h, lg);
-        std::unique_ptr<void, std::function<void(void*)>> owner(lg.base, lg.free);
         for (const std::string& algo : algos) {
           measurement m = run_algorithm(algo, lg.view(), ref, cfg);
           m.load_s = load_s;
@@ -443,22 +450,20 @@ int main(int argc, char** argv) {
       .option("line-size", "BYTES", "4K", "warpstore cache line size")
       .option("service-threads", "N", "12", "host controller service threads")
       .option("iterations", "N", "5", "PageRank iterations")
-      .option("threads", "N", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
+      .option("threads", "N", tools::hardware_threads(),
               "CPU threads for loading and the references")
       .option("dump", "DIR", "", "write the CPU references there (scripts/graph_check_scipy.py checks them)")
       .option("json", "PATH", std::string(WARPSTORE_SOURCE_DIR) + "/bench/results/apps.json",
               "results file to merge into (\"\" for none)");
-  try {
-    const wb::parsed_args a = p.parse(argc, argv);
-    if (a.wants_help()) {
-      std::fputs(p.help().c_str(), stdout);
-      return 0;
-    }
+  return tools::cli_main(p, "warpstore-graph", argc, argv, [&](const wb::parsed_args& a) {
     config c;
     c.path = a.positional("GRAPH");
     c.algorithms = a.list("algorithms");
     c.methods = a.list("methods");
     c.cold_algorithms = a.list("cold-algorithms");
+    for (const std::string& x : c.cold_algorithms)
+      if (std::find(c.algorithms.begin(), c.algorithms.end(), x) == c.algorithms.end())
+        throw wb::usage_error("--cold-algorithms: " + x + " is not in --algorithms");
     c.cache_fraction = a.real("cache-fraction");
     if (c.cache_fraction <= 0 || c.cache_fraction > 1)
       throw wb::usage_error("--cache-fraction must be in (0, 1]");
@@ -470,11 +475,5 @@ int main(int argc, char** argv) {
     c.dump = a.str("dump");
     c.command = a.command_line();
     return run(c);
-  } catch (const wb::usage_error& e) {
-    std::fprintf(stderr, "warpstore-graph: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "warpstore-graph: %s\n", e.what());
-    return 1;
-  }
+  });
 }

@@ -21,6 +21,7 @@
 #include "bench/common/args.h"
 #include "bench/common/results.h"
 #include "bench/common/timing.h"
+#include "tools/cli_main.h"
 #include "tools/graph/csr.h"
 #include "tools/taxi/taxi.h"
 #include "warpstore/array.cuh"
@@ -247,16 +248,11 @@ int main(int argc, char** argv) {
       .option("line-size", "BYTES", "4K", "warpstore cache line size")
       .option("distance-threads", "N", "8", "host controller service threads for the distance column")
       .option("column-threads", "N", "2", "service threads for each further column")
-      .option("threads", "N", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
+      .option("threads", "N", tools::hardware_threads(),
               "CPU threads reading files")
       .option("json", "PATH", std::string(WARPSTORE_SOURCE_DIR) + "/bench/results/apps.json",
               "results file to merge into (\"\" for none)");
-  try {
-    const wb::parsed_args a = p.parse(argc, argv);
-    if (a.wants_help()) {
-      std::fputs(p.help().c_str(), stdout);
-      return 0;
-    }
+  return tools::cli_main(p, "warpstore-taxi", argc, argv, [&](const wb::parsed_args& a) {
     config c;
     c.dir = a.positional("TABLE");
     c.layout = taxi::to_string(taxi::parse_layout(a.str("layout")));
@@ -275,11 +271,5 @@ int main(int argc, char** argv) {
     c.json = a.str("json");
     c.command = a.command_line();
     return run(c);
-  } catch (const wb::usage_error& e) {
-    std::fprintf(stderr, "warpstore-taxi: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "warpstore-taxi: %s\n", e.what());
-    return 1;
-  }
+  });
 }

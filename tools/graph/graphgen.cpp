@@ -12,6 +12,7 @@
 
 #include "bench/common/args.h"
 #include "bench/common/timing.h"
+#include "tools/cli_main.h"
 #include "tools/graph/csr.h"
 
 namespace {
@@ -71,8 +72,7 @@ int run(const wb::parsed_args& a) {
 
 int main(int argc, char** argv) {
   wb::arg_parser p("warpstore-graphgen", "Make CSR graph files for the graph apps");
-  p.common().option("threads", "N", std::to_string(std::max(1u, std::thread::hardware_concurrency())),
-                    "worker threads");
+  p.common().option("threads", "N", warpstore::tools::hardware_threads(), "worker threads");
   p.add_command("kronecker", "Graph500 Kronecker graph (A=0.57, B=0.19, C=0.19), stored symmetric")
       .positional("OUT", "output CSR file")
       .option("scale", "S", "20", "2^S vertices")
@@ -94,18 +94,5 @@ int main(int argc, char** argv) {
       .positional("OUT", "output CSR file")
       .flag("symmetrize", "store every edge both ways (symmetric files always are)");
   p.add_command("info", "print a CSR file's header").positional("FILE", "CSR file").flag("check", "read and check every offset and neighbour");
-  try {
-    const wb::parsed_args a = p.parse(argc, argv);
-    if (a.wants_help() || a.command().empty()) {
-      std::fputs(p.help(a.command()).c_str(), stdout);
-      return a.wants_help() ? 0 : 2;
-    }
-    return run(a);
-  } catch (const wb::usage_error& e) {
-    std::fprintf(stderr, "warpstore-graphgen: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "warpstore-graphgen: %s\n", e.what());
-    return 1;
-  }
+  return warpstore::tools::cli_main(p, "warpstore-graphgen", argc, argv, run);
 }

@@ -7,6 +7,7 @@
 
 #include "bench/common/args.h"
 #include "bench/common/timing.h"
+#include "tools/cli_main.h"
 #include "tools/taxi/taxi.h"
 
 int main(int argc, char** argv) {
@@ -17,13 +18,8 @@ int main(int argc, char** argv) {
       .option("rows", "N", "256M", "trips")
       .option("layout", "NAME", "zone", "zone (grouped by pickup zone) or shuffled")
       .option("seed", "N", "1", "generator seed")
-      .option("threads", "N", std::to_string(std::max(1u, std::thread::hardware_concurrency())), "threads");
-  try {
-    const wb::parsed_args a = p.parse(argc, argv);
-    if (a.wants_help()) {
-      std::fputs(p.help().c_str(), stdout);
-      return 0;
-    }
+      .option("threads", "N", warpstore::tools::hardware_threads(), "threads");
+  return warpstore::tools::cli_main(p, "warpstore-taxigen", argc, argv, [&](const wb::parsed_args& a) {
     wb::stopwatch clock;
     const std::string dir = a.positional("DIR");
     const auto layout = warpstore::taxi::parse_layout(a.str("layout"));
@@ -33,8 +29,5 @@ int main(int argc, char** argv) {
                 static_cast<unsigned long long>(warpstore::taxi::table_rows(dir)),
                 warpstore::taxi::columns.size(), warpstore::taxi::to_string(layout), clock.seconds());
     return 0;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "warpstore-taxigen: %s\n", e.what());
-    return 1;
-  }
+  });
 }
