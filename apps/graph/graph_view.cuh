@@ -36,7 +36,12 @@ struct plain_graph {
 // The graph behind warpstore arrays. A warp walks an adjacency list one
 // cache line at a time: all its lanes pin the line together (one lookup),
 // read their share of it with no atomics, and give it back with one atomic.
+// A warp never waits for a line while it holds one: weights are copied to
+// registers and their line released before the neighbours' line is pinned,
+// so no set of the cache can fill with lines whose holders wait on each other.
 struct store_graph {
+  static constexpr unsigned weights_per_lane = 32;
+
   std::uint64_t vertices = 0;
   array_ref<std::uint64_t> offsets;
   array_ref<std::uint32_t> neighbours;
@@ -52,21 +57,23 @@ struct store_graph {
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     std::uint64_t i = b;
     while (i < e) {
+      std::uint64_t end = e;
+      float w[weights_per_lane];
+      if (weighted) {
+        pinned_line<float> wl = weights.pin(i);
+        if (!wl.valid()) return false;
+        if (wl.first + wl.count < end) end = wl.first + wl.count;
+        if (i + std::uint64_t{weights_per_lane} * lanes < end) end = i + std::uint64_t{weights_per_lane} * lanes;
+        unsigned j = 0;
+        for (std::uint64_t k = i + rank; k < end; k += lanes) w[j++] = wl[k];
+        wl.release_together(mask);
+      }
       pinned_line<std::uint32_t> n = neighbours.pin(i);
       if (!n.valid()) return false;
-      std::uint64_t end = n.first + n.count < e ? n.first + n.count : e;
-      pinned_line<float> w;
-      if (weighted) {
-        w = weights.pin(i);
-        if (!w.valid()) {
-          n.release_together(mask);
-          return false;
-        }
-        if (w.first + w.count < end) end = w.first + w.count;
-      }
-      for (std::uint64_t k = i + rank; k < end; k += lanes) f(k, n[k], weighted ? w[k] : 1.0f);
+      if (n.first + n.count < end) end = n.first + n.count;
+      unsigned j = 0;
+      for (std::uint64_t k = i + rank; k < end; k += lanes, ++j) f(k, n[k], weighted ? w[j] : 1.0f);
       n.release_together(mask);
-      if (weighted) w.release_together(mask);
       i = end;
     }
     return true;
