@@ -121,8 +121,8 @@ if step gen-taxi-shuffled 30 20 "$bin/warpstore-taxigen" "$data/taxi-shuffled" -
 fi
 
 # The report, from whatever results exist.
-WARPSTORE_REPORT_COMMAND="source .deps/unpack-deps.sh; scripts/gpu-apps.sh" \
-  step report 20 3 python3 "$root/scripts/report.py" --machine "$out/machine.log"
+export WARPSTORE_REPORT_COMMAND="source .deps/unpack-deps.sh; scripts/gpu-apps.sh"
+step report 20 3 python3 "$root/scripts/report.py" --machine "$out/machine.log"
 cp "$json" "$out/" 2>/dev/null
 cp "$root/bench/REPORT.md" "$out/" 2>/dev/null
 cp "$root"/bench/results/plots/*.png "$out/" 2>/dev/null
