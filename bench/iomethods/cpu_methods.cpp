@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <barrier>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <functional>
@@ -312,7 +313,10 @@ void make_write_target(const std::string& path, std::uint64_t bytes) {
 }
 
 void discard_write_target(const std::string& path) {
-  ::truncate(path.c_str(), 0);  // dirty pages go without being written back
+  // Truncating first lets dirty pages go without being written back. Best
+  // effort: a target that is already gone is fine.
+  if (::truncate(path.c_str(), 0) != 0 && errno != ENOENT)
+    std::fprintf(stderr, "iomethods: could not truncate %s: %s\n", path.c_str(), std::strerror(errno));
   ::unlink(path.c_str());
 }
 
