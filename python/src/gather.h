@@ -57,3 +57,10 @@ namespace warpstore::python {
 // The CUDA device arrays open on (the current one), or -1 on the CPU target.
 int current_device();
 }  // namespace warpstore::python
+
+namespace warpstore::python {
+// GPU build only: the benchmark's UVA path, rows idx[0..n) of pinned host
+// memory `host_src` copied to device memory `out` by one warp per row.
+void uva_gather(const void* host_src, std::uint64_t row_bytes, const std::int64_t* idx,
+                std::uint64_t n, void* out, std::uintptr_t stream);
+}  // namespace warpstore::python

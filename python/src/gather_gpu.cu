@@ -87,3 +87,37 @@ int current_device() {
   return d;
 }
 }  // namespace warpstore::python
+
+namespace warpstore::python {
+
+namespace {
+// The UVA ceiling of the gather benchmark: one warp per row reads the row
+// straight from pinned host memory over PCIe (no cache, no queues).
+__global__ void uva_gather_kernel(const std::byte* src, std::uint64_t row_bytes,
+                                  const std::int64_t* idx, std::uint64_t n, std::byte* out) {
+  const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
+  for (std::uint64_t k = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; k < n;
+       k += warps)
+    detail::cooperative_copy(detail::warp::active_mask(), out + k * row_bytes,
+                             src + static_cast<std::uint64_t>(idx[k]) * row_bytes,
+                             static_cast<std::uint32_t>(row_bytes));
+}
+}  // namespace
+
+void uva_gather(const void* host_src, std::uint64_t row_bytes, const std::int64_t* idx,
+                std::uint64_t n, void* out, std::uintptr_t stream) {
+  if (row_bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(host_src) % 16 != 0 ||
+      reinterpret_cast<std::uintptr_t>(out) % 16 != 0)
+    throw std::invalid_argument("uva_gather: rows and buffers must be 16-byte aligned");
+  void* src = nullptr;
+  WARPSTORE_CUDA_TRY(cudaHostGetDevicePointer(&src, const_cast<void*>(host_src), 0));
+  const auto s = reinterpret_cast<cudaStream_t>(stream);
+  const std::uint64_t blocks = std::min<std::uint64_t>((n + 7) / 8, 1u << 20);
+  if (n == 0) return;
+  uva_gather_kernel<<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(
+      static_cast<const std::byte*>(src), row_bytes, idx, n, static_cast<std::byte*>(out));
+  WARPSTORE_CHECK_LAUNCH();
+  WARPSTORE_CUDA_TRY(cudaStreamSynchronize(s));
+}
+
+}  // namespace warpstore::python

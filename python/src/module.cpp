@@ -208,4 +208,22 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
       .def("close", &py_array::close)
       .def_prop_ro("closed", &py_array::closed)
       .def_prop_ro("device", &py_array::device);
+
+#if WARPSTORE_PY_GPU
+  m.def(
+      "uva_gather",
+      [](nb::ndarray<nb::c_contig> src, nb::ndarray<std::int64_t, nb::ndim<1>, nb::c_contig> idx,
+         nb::ndarray<nb::c_contig> out, std::uint64_t row_bytes, std::uintptr_t stream) {
+        if (!on_host(src) || idx.device_type() != nb::device::cuda::value ||
+            out.device_type() != nb::device::cuda::value)
+          throw std::invalid_argument("uva_gather: pinned host source, CUDA indices and output");
+        if (out.nbytes() != idx.shape(0) * row_bytes)
+          throw std::invalid_argument("uva_gather: output size does not match");
+        nb::gil_scoped_release release;
+        python::uva_gather(src.data(), row_bytes, idx.data(), idx.shape(0), out.data(), stream);
+      },
+      nb::arg("src"), nb::arg("idx"), nb::arg("out"), nb::arg("row_bytes"), nb::arg("stream") = 0,
+      "Benchmark ceiling: rows of pinned host memory gathered by the GPU over UVA (no bounds "
+      "check: the caller's indices must be valid)");
+#endif
 }
