@@ -74,25 +74,29 @@ def run(path="/tmp/warpstore-gather.dat", size="4GiB", batch="512MiB", cache="2G
         f"cache {cache}, {threads} service threads, device {device_name}")
 
     results, table_rows, plot_data = [], [], []
+    pinned = None
+    if torch is not None:
+        # One pinned copy of the file for paths b and c, viewed per row size.
+        pinned = torch.empty(size, dtype=torch.uint8, pin_memory=gpu)
+        flat = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,))
+        bar = Progress(size, f"pinning {human_bytes(size)} for paths b and c")
+        step = 256 << 20
+        for s in range(0, size, step):
+            pinned[s:s + step].numpy()[:] = flat[s:s + step]
+            bar.update(min(step, size - s))
+        bar.close()
+        del flat
     for row_name in rows:
         row_bytes = ROWS[row_name]
         nrows = size // row_bytes
         n = max(1, min(batch_bytes // row_bytes, nrows))
         mm = np.memmap(path, dtype=np.uint8, mode="r", shape=(nrows, row_bytes))
-        pinned = None
-        if torch is not None:
-            pinned = torch.empty((nrows, row_bytes), dtype=torch.uint8, pin_memory=gpu)
-            bar = Progress(nrows, f"pinning {human_bytes(size)} for paths b and c")
-            step = max(1, (256 << 20) // row_bytes)
-            for s in range(0, nrows, step):
-                pinned[s:s + step].numpy()[:] = mm[s:s + step]
-                bar.update(min(step, nrows - s))
-            bar.close()
+        pinned_rows = pinned.view(nrows, row_bytes) if pinned is not None else None
+        gbps = lambda s: n * row_bytes / s / 1e9  # noqa: E731
+        cases = {}
         for stream in streams:
-            case = f"{stream}{row_name}"
             idx_np = indices(stream, nrows, n, seed, zipf_a)
             figures, mism = {}, {}
-            gbps = lambda s: n * row_bytes / s / 1e9  # noqa: E731
 
             # (a) memmap + copy: also the reference every other path is checked against.
             def path_a():
@@ -102,60 +106,64 @@ def run(path="/tmp/warpstore-gather.dat", size="4GiB", batch="512MiB", cache="2G
             sec, ref = timer(path_a, repeat)
             figures["memmap"] = gbps(sec)
             mism["memmap"] = _check_pattern(ref, idx_np, row_bytes, torch)
-            same = _comparer(ref, torch)
             idx_dev = torch.from_numpy(idx_np).to(dev) if torch is not None else idx_np
+            same = _comparer(ref, torch)
 
             if torch is not None:
                 idx_cpu = torch.from_numpy(idx_np)
                 staging = torch.empty((n, row_bytes), dtype=torch.uint8, pin_memory=gpu)
 
                 def path_b():
-                    torch.index_select(pinned, 0, idx_cpu, out=staging)
+                    torch.index_select(pinned_rows, 0, idx_cpu, out=staging)
                     return staging.to(dev, non_blocking=True)
 
                 sec, out = timer(path_b, repeat)
                 figures["pinned"], mism["pinned"] = gbps(sec), same(out)
-                del out
+                del out, staging
             if gpu:
                 ext = warpstore.backend()
 
                 def path_c():
                     out = torch.empty((n, row_bytes), dtype=torch.uint8, device=dev)
-                    ext.uva_gather(pinned, idx_dev, out, row_bytes,
+                    ext.uva_gather(pinned_rows, idx_dev, out, row_bytes,
                                    torch.cuda.current_stream().cuda_stream)
                     return out
 
                 sec, out = timer(path_c, repeat)
                 figures["uva"], mism["uva"] = gbps(sec), same(out)
                 del out
+            cases[stream] = (idx_dev, same, figures, mism, {})
 
-            for ctl in controllers:
-                with warpstore.open(path, "uint8", (nrows, row_bytes), cache=cache,
-                                    line_size=max(512, row_bytes), controller=ctl,
-                                    threads=threads) as arr:
-                    arr.clear_cache()
-                    arr.reset_stats()
-                    sec, out = timer(lambda: arr[idx_dev])
-                    cold = arr.stats()
-                    figures[f"{ctl}.cold"], mism[f"{ctl}.cold"] = gbps(sec), same(out)
-                    del out
-                    arr.reset_stats()
-                    sec, out = timer(lambda: arr[idx_dev])
-                    warm = arr.stats()
-                    figures[f"{ctl}.warm"], mism[f"{ctl}.warm"] = gbps(sec), same(out)
-                    del out
-                for temp, st in (("cold", cold), ("warm", warm)):
-                    key = f"{ctl}.{temp}"
-                    for base in ("memmap", "pinned", "uva"):
-                        if base not in figures:
-                            continue
-                        results.append(result(
-                            f"gather.{ctl}.{case}.{temp}.vs_{base}", figures[key], "GB/s",
-                            figures[base], _BASE_NAMES[base], True, mism[key] + mism[base],
-                            rows=n, row_bytes=row_bytes, file_bytes=size, stream=stream,
-                            controller=ctl, cache=cache, line_size=max(512, row_bytes),
-                            service_threads=threads, hits=st["hits"], misses=st["misses"],
-                            zipf_a=zipf_a if stream == "zipf" else None))
+        # (d) one array per controller and row size, every stream through it.
+        for ctl in controllers:
+            with warpstore.open(path, "uint8", (nrows, row_bytes), cache=cache,
+                                line_size=max(512, row_bytes), controller=ctl,
+                                threads=threads) as arr:
+                for stream, (idx_dev, same, figures, mism, stats) in cases.items():
+                    for temp in ("cold", "warm"):
+                        if temp == "cold":
+                            arr.clear_cache()
+                        arr.reset_stats()
+                        sec, out = timer(lambda: arr[idx_dev])
+                        key = f"{ctl}.{temp}"
+                        figures[key], mism[key] = gbps(sec), same(out)
+                        stats[key] = arr.stats()
+                        del out
+
+        for stream, (idx_dev, same, figures, mism, stats) in cases.items():
+            case = f"{stream}{row_name}"
+            for key, st in stats.items():
+                ctl, temp = key.split(".")
+                for base in ("memmap", "pinned", "uva"):
+                    if base not in figures:
+                        continue
+                    results.append(result(
+                        f"gather.{ctl}.{case}.{temp}.vs_{base}", figures[key], "GB/s",
+                        figures[base], _BASE_NAMES[base], True, mism[key] + mism[base],
+                        rows=n, row_bytes=row_bytes, file_bytes=size, stream=stream,
+                        controller=ctl, cache=cache, line_size=max(512, row_bytes),
+                        service_threads=threads, hits=st["hits"], misses=st["misses"],
+                        zipf_a=zipf_a if stream == "zipf" else None))
             ceiling = figures.get("uva")
             for base in ("memmap", "pinned", "uva"):
                 if base in figures:
@@ -166,11 +174,11 @@ def run(path="/tmp/warpstore-gather.dat", size="4GiB", batch="512MiB", cache="2G
             order = [k for k in ("memmap", "pinned", "uva", "host.cold", "host.warm", "memory.cold",
                                  "memory.warm") if k in figures]
             for k in order:
-                table_rows.append([case, k, f"{figures[k]:.2f}", f"{figures[k] / figures['memmap']:.2f}x",
-                                   mism[k]])
+                table_rows.append([case, k, f"{figures[k]:.2f}",
+                                   f"{figures[k] / figures['memmap']:.2f}x", mism[k]])
             plot_data.append((case, {k: figures[k] for k in order}))
-            del ref, idx_dev
-        del pinned, mm
+        del cases, mm, pinned_rows
+    del pinned
 
     log(table(table_rows, ["case", "path", "GB/s", "vs memmap", "wrong rows"]))
     wrong = sum(r["mismatches"] for r in results)

@@ -47,8 +47,9 @@ class WarpstoreFeatureStore(FeatureStore):
         if not _whole(attr.index):
             raise ValueError("WarpstoreFeatureStore: put whole tensors (index=None); warpstore "
                              "arrays are read-only")
-        if not isinstance(tensor, (Array, torch.Tensor)):
-            raise TypeError(f"expected a warpstore.Array or a torch.Tensor, got {type(tensor)}")
+        if not isinstance(tensor, torch.Tensor) and not hasattr(tensor, "gather"):
+            raise TypeError(f"expected a warpstore.Array (or an object with gather(idx) and "
+                            f"shape) or a torch.Tensor, got {type(tensor)}")
         self._store[self._key(attr)] = tensor
         return True
 
@@ -62,12 +63,12 @@ class WarpstoreFeatureStore(FeatureStore):
         if sync:
             torch.cuda.synchronize(self.device)
         t0 = time.perf_counter()
-        if isinstance(t, Array):
+        if not isinstance(t, torch.Tensor):  # a warpstore.Array (or alike): rows by index
             if _whole(index):
                 index = torch.arange(len(t))
             out = t.gather(index.to(self.device) if self.device is not None else index)
         else:
-            out = t if _whole(index) else t[index]
+            out = t if _whole(index) else t[index.to(t.device)]
             if self.device is not None:
                 out = out.to(self.device)
         if sync:
