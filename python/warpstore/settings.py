@@ -95,41 +95,20 @@ def check(s):
                                 max(1, int(round(s["deadline"] * 1000))))
 
 
-def cache_size():
-    return get("cache")
+def _accessors(name):
+    def getter():
+        return get(name)
+
+    def setter(value):
+        set(name, value)
+
+    getter.__doc__ = f"The {name} setting ({ENVIRONMENT[name]})."
+    setter.__doc__ = f"Overrides the {name} setting for arrays opened from now on."
+    return getter, setter
 
 
-def set_cache_size(v):
-    set("cache", v)
-
-
-def line_size():
-    return get("line_size")
-
-
-def set_line_size(v):
-    set("line_size", v)
-
-
-def controller():
-    return get("controller")
-
-
-def set_controller(v):
-    set("controller", v)
-
-
-def threads():
-    return get("threads")
-
-
-def set_threads(v):
-    set("threads", v)
-
-
-def deadline():
-    return get("deadline")
-
-
-def set_deadline(seconds):
-    set("deadline", seconds)
+cache_size, set_cache_size = _accessors("cache")
+line_size, set_line_size = _accessors("line_size")
+controller, set_controller = _accessors("controller")
+threads, set_threads = _accessors("threads")
+deadline, set_deadline = _accessors("deadline")
