@@ -141,6 +141,8 @@ def main(argv=None):
     p.add_argument("--cache-fraction", type=int, default=8, help="cache = features / N (N >= 4)")
     p.add_argument("--controller", default="host", choices=["host", "memory"])
     p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--direct", default="off", choices=["auto", "on", "off"],
+                   help="host controller I/O; off reads through the page cache, as memmap does")
     p.add_argument("--epochs", type=int, default=2)
     p.add_argument("--batches", type=int, default=0, help="batches per epoch (0: all)")
     p.add_argument("--batch-size", type=int, default=1024)
@@ -175,7 +177,7 @@ def main(argv=None):
     for source in args.sources.split(","):
         if source == "warpstore":
             feats = warpstore.open(path, "float32", shape, cache=cache, controller=args.controller,
-                                   threads=args.threads)
+                                   threads=args.threads, direct=args.direct)
         elif source == "gpu":
             feats = torch.from_numpy(np.fromfile(path, dtype=np.float32).reshape(shape)).to(device)
         elif source == "memmap":

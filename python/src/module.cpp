@@ -27,11 +27,12 @@ namespace {
 
 options make_options(std::uint64_t cache_bytes, std::uint32_t line_size,
                      const std::string& controller, std::uint32_t threads,
-                     std::uint64_t timeout_ms) {
+                     std::uint64_t timeout_ms, const std::string& direct) {
   options o = options::from_environment();
   o.cache_bytes = cache_bytes;
   o.line_size = line_size;
   o.controller = parse_controller(controller);
+  o.direct = parse_direct(direct);
   o.service_threads = threads;
   o.timeout_ns = timeout_ms * 1'000'000ull;
   o.validate();
@@ -46,6 +47,7 @@ nb::dict environment_settings() {
   d["controller"] = std::string(to_string(o.controller));
   d["threads"] = o.service_threads;
   d["timeout_ms"] = o.timeout_ns / 1'000'000ull;
+  d["direct"] = std::string(to_string(o.direct));
   return d;
 }
 
@@ -190,16 +192,18 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
         "Defaults (include/warpstore/settings.h) with WARPSTORE_* variables applied");
   m.def("validate_settings",
         [](std::uint64_t cache, std::uint32_t line, const std::string& ctl, std::uint32_t thr,
-           std::uint64_t timeout_ms) { make_options(cache, line, ctl, thr, timeout_ms); });
+           std::uint64_t timeout_ms, const std::string& direct) {
+          make_options(cache, line, ctl, thr, timeout_ms, direct);
+        });
 
   nb::class_<py_array>(m, "Array")
       .def("__init__",
            [](py_array* self, const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
               std::uint32_t word_bytes, std::uint64_t offset, std::uint64_t cache,
               std::uint32_t line, const std::string& ctl, std::uint32_t thr,
-              std::uint64_t timeout_ms) {
+              std::uint64_t timeout_ms, const std::string& direct) {
              new (self) py_array(path, rows, row_bytes, word_bytes, offset,
-                                 make_options(cache, line, ctl, thr, timeout_ms));
+                                 make_options(cache, line, ctl, thr, timeout_ms, direct));
            })
       .def("gather", &py_array::gather, nb::arg("idx"), nb::arg("out"), nb::arg("stream") = 0)
       .def("stats", &py_array::stats)

@@ -11,6 +11,7 @@ def test_defaults_come_from_the_library():
     assert settings.controller() == "host"
     assert settings.cache_size() == 1 << 30
     assert settings.deadline() == 10.0
+    assert settings.direct() == "auto"
     assert settings.threads() >= 1
 
 
@@ -20,8 +21,9 @@ def test_environment(monkeypatch):
     monkeypatch.setenv("WARPSTORE_CONTROLLER", "memory")
     monkeypatch.setenv("WARPSTORE_THREADS", "3")
     monkeypatch.setenv("WARPSTORE_TIMEOUT_MS", "2500")
+    monkeypatch.setenv("WARPSTORE_DIRECT", "off")
     assert settings.as_dict() == {"cache": 3 << 20, "line_size": 8192, "controller": "memory",
-                                  "threads": 3, "deadline": 2.5}
+                                  "threads": 3, "deadline": 2.5, "direct": "off"}
 
 
 def test_setters_override_the_environment_and_reset(monkeypatch):
@@ -31,8 +33,9 @@ def test_setters_override_the_environment_and_reset(monkeypatch):
     settings.set_line_size(512)
     settings.set_controller("memory")
     settings.set_deadline(1.5)
+    settings.set_direct("on")
     assert settings.as_dict() == {"cache": 2 << 20, "line_size": 512, "controller": "memory",
-                                  "threads": 2, "deadline": 1.5}
+                                  "threads": 2, "deadline": 1.5, "direct": "on"}
     settings.reset("threads")
     assert settings.threads() == 3
     settings.reset()
@@ -40,7 +43,8 @@ def test_setters_override_the_environment_and_reset(monkeypatch):
 
 
 @pytest.mark.parametrize("name,value", [("line_size", 1000), ("controller", "nvme"), ("threads", 0),
-                                        ("cache", "lots"), ("deadline", -1), ("cache", 4096)])
+                                        ("cache", "lots"), ("deadline", -1), ("cache", 4096),
+                                        ("direct", "maybe")])
 def test_bad_values_are_value_errors(name, value):
     with pytest.raises(ValueError):
         settings.set(name, value)

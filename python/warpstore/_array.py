@@ -60,7 +60,7 @@ class Array:
     """
 
     def __init__(self, path, dtype, shape, *, cache, line_size, controller, threads, deadline,
-                 offset, backend):
+                 direct, offset, backend):
         self._path = path
         self._dtype_name = _dtype_name(dtype)
         self._dtype = dtype
@@ -70,7 +70,7 @@ class Array:
         self._backend = _backend(backend)
         self._impl = self._backend.Array(
             path, self._shape[0], self._row_bytes, _word_bytes(self._row_bytes), offset, cache,
-            line_size, controller, threads, max(1, int(round(deadline * 1000))))
+            line_size, controller, threads, max(1, int(round(deadline * 1000))), direct)
 
     # -- what it is ------------------------------------------------------
     @property
@@ -236,7 +236,7 @@ def _resolve_shape(path, dtype_name, shape, offset):
 
 
 def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None, threads=None,
-         deadline=None, offset=0, mode="r", backend=None):  # noqa: A001 (mirrors builtins.open)
+         deadline=None, direct=None, offset=0, mode="r", backend=None):  # noqa: A001 (mirrors builtins.open)
     """Opens `path` as an array of `dtype` and `shape` read through a cache.
 
     path: a file (or block device); its bytes from `offset` are the array in
@@ -244,12 +244,14 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
     dtype: NumPy or PyTorch dtype, or its name ('float32').
     shape: N (1-D), or (N, D, ...) for row gathers; N may be -1 (as many rows
         as the file holds); None: 1-D over the whole file.
-    cache, line_size, controller, threads, deadline: override
+    cache, line_size, controller, threads, deadline, direct: override
         ``warpstore.settings`` (whose defaults come from the WARPSTORE_*
         environment variables and include/warpstore/settings.h). cache and
         line_size take bytes or strings like "2GiB"; controller is "host"
         (io_uring service threads reading the file) or "memory" (the file in
-        pinned host memory, read by the GPU); deadline is in seconds.
+        pinned host memory, read by the GPU); deadline is in seconds; direct
+        is "auto" (O_DIRECT where the file allows it), "on" or "off"
+        (buffered: reads come from the page cache when the file is there).
     mode: "r" only (arrays are read-only for now).
     backend: "cpu", "cuda" or "auto" (WARPSTORE_BACKEND; auto: CUDA where a
         GPU is visible).
@@ -266,7 +268,7 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
     shape = _resolve_shape(path, name, shape, int(offset))
     s = _settings.as_dict()
     given = {"cache": cache, "line_size": line_size, "controller": controller, "threads": threads,
-             "deadline": deadline}
+             "deadline": deadline, "direct": direct}
     for k, v in given.items():
         if v is not None:
             s[k] = _settings._normalize(k, v)

@@ -141,7 +141,7 @@ def run(path="/tmp/warpstore-gather.dat", size="4GiB", batch="512MiB", cache="2G
         for ctl in controllers:
             with warpstore.open(path, "uint8", (nrows, row_bytes), cache=cache,
                                 line_size=max(512, row_bytes), controller=ctl,
-                                threads=threads) as arr:
+                                threads=threads, direct="off") as arr:  # the page-cache study
                 for stream, (idx_dev, same, figures, mism, stats) in cases.items():
                     for temp in ("cold", "warm"):
                         if temp == "cold":

@@ -13,6 +13,9 @@ line_size   WARPSTORE_LINE_SIZE     cache line, a power of two, 512 B to 64 KiB
 controller  WARPSTORE_CONTROLLER    ``host`` (io_uring threads) or ``memory``
 threads     WARPSTORE_THREADS       host controller service threads
 deadline    WARPSTORE_TIMEOUT_MS    longest any wait may take (seconds here)
+direct      WARPSTORE_DIRECT        host controller I/O: ``auto`` (O_DIRECT when
+                                    the file and alignment allow it), ``on``,
+                                    ``off`` (buffered, through the page cache)
 ==========  ======================  ==========================================
 """
 from ._backend import backend
@@ -23,6 +26,7 @@ ENVIRONMENT = {
     "controller": "WARPSTORE_CONTROLLER",
     "threads": "WARPSTORE_THREADS",
     "deadline": "WARPSTORE_TIMEOUT_MS",
+    "direct": "WARPSTORE_DIRECT",
 }
 
 _overrides = {}
@@ -51,6 +55,10 @@ def _normalize(name, value):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
             raise ValueError(f"deadline must be a positive number of seconds, got {value!r}")
         return float(value)
+    if name == "direct":
+        if value not in ("auto", "on", "off"):
+            raise ValueError(f"direct must be 'auto', 'on' or 'off', got {value!r}")
+        return value
     raise KeyError(f"no setting {name!r}; settings: {', '.join(ENVIRONMENT)}")
 
 
@@ -92,7 +100,7 @@ def as_dict():
 def check(s):
     """Raises ValueError naming the first bad setting of the dict `s`."""
     backend().validate_settings(s["cache"], s["line_size"], s["controller"], s["threads"],
-                                max(1, int(round(s["deadline"] * 1000))))
+                                max(1, int(round(s["deadline"] * 1000))), s["direct"])
 
 
 def _accessors(name):
@@ -112,3 +120,4 @@ line_size, set_line_size = _accessors("line_size")
 controller, set_controller = _accessors("controller")
 threads, set_threads = _accessors("threads")
 deadline, set_deadline = _accessors("deadline")
+direct, set_direct = _accessors("direct")
