@@ -28,6 +28,8 @@ const subcommand subcommands[] = {
      declare_ceilings, run_ceilings},
     {"array", "element reads through the cache: cold (misses) or hot (coalesced hits)", declare_array,
      run_array},
+    {"writes", "write-heavy vector add through the cache vs a tiled pread/copy/pwrite loop",
+     declare_writes, run_writes},
 };
 
 constexpr int exit_ok = 0, exit_error = 1, exit_usage = 2, exit_mismatch = 3;

@@ -30,6 +30,11 @@ class array_base {
   array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<controller> ctl,
              std::uint64_t count, std::uint64_t byte_offset, std::uint32_t elem_size,
              const options& opts);
+  // Flushes what the array wrote (best effort: errors are lost here; call
+  // flush() to see them), so no dirty line outlives its controller.
+  ~array_base();
+  array_base(array_base&&) = default;  // the moved-from array flushes nothing
+  array_base& operator=(array_base&&) = delete;
 
   std::uint64_t size() const { return count_; }
   std::uint64_t byte_offset() const { return byte_offset_; }

@@ -46,6 +46,14 @@ array_base::array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<cont
   errors_ = runtime::make_device<error_record>(1);
 }
 
+array_base::~array_base() {
+  try {
+    if (controller_ && controller_->file().writable()) flush();
+  } catch (...) {
+    // A destructor cannot raise; flush() did what it could.
+  }
+}
+
 void array_base::flush() {
   const detail::line_io lines{cache_->ref(), controller_->device_ref(), errors_.get(),
                               byte_offset_ >> nvme::block_shift,

@@ -84,7 +84,9 @@ TEST_P(ArrayWrite, PartialStoresKeepTheRestOfTheLine) {
   test::run_lanes(6, [&](unsigned lane) {
     test::lane_rng rng{lane + 1};
     for (int n = 0; n < 3000; ++n) {
-      const std::uint64_t i = (rng.next() % (ref.size() / 3)) * 3;  // every third word at most
+      // Every third word at most, each lane its own words (no two lanes
+      // write one word), lanes sharing lines.
+      const std::uint64_t i = ((rng.next() % (ref.size() / 18)) * 6 + lane) * 3;
       ref.store(i, new_word(i));
     }
   });
