@@ -145,13 +145,14 @@ double run_tiled(const std::string& in_path, const std::string& out_path, std::u
   auto elems_of = [&](std::uint64_t t) { return std::min(tile_elems, n - t * tile_elems); };
   auto read_tile = [&](std::uint64_t t, int s) {
     const std::uint64_t bytes = elems_of(t) * 8;
-    parallel_io(t * tile_bytes, bytes, io_threads, [&](std::uint64_t off, std::uint64_t len, std::uint64_t at) {
-      auto* pa = reinterpret_cast<unsigned char*>(ha[s]->p) + at;
-      auto* pb = reinterpret_cast<unsigned char*>(hb[s]->p) + at;
-      if (tools::detail::pread_all(in_fd, pa, len, off, in_path) != len ||
-          tools::detail::pread_all(in_fd, pb, len, n * 8 + off, in_path) != len)
-        throw std::runtime_error("tiled: short read");
-    });
+    parallel_io(t * tile_bytes, bytes, io_threads,
+                [&](std::uint64_t off, std::uint64_t len, std::uint64_t at) {
+                  auto* pa = reinterpret_cast<unsigned char*>(ha[s]->p) + at;
+                  auto* pb = reinterpret_cast<unsigned char*>(hb[s]->p) + at;
+                  if (tools::detail::pread_all(in_fd, pa, len, off, in_path) != len ||
+                      tools::detail::pread_all(in_fd, pb, len, n * 8 + off, in_path) != len)
+                    throw std::runtime_error("tiled: short read");
+                });
   };
   auto write_tile = [&](std::uint64_t t, int s) {
     WARPSTORE_CUDA_TRY(cudaEventSynchronize(done[s]));
@@ -227,8 +228,7 @@ void run_writes(const parsed_args& args, report& out) {
   options opts = controller_options(args);
   opts.cache_bytes = args.size("cache-bytes");
   opts.line_size = static_cast<std::uint32_t>(args.size("line-size"));
-  if (opts.cache_bytes >= n * 8)
-    throw usage_error("--cache-bytes must be smaller than each array");
+  if (opts.cache_bytes >= n * 8) throw usage_error("--cache-bytes must be smaller than each array");
   reset_output(out_path, n * 8);
   double ws_secs = 0;
   std::uint64_t writebacks = 0;
@@ -257,8 +257,8 @@ void run_writes(const parsed_args& args, report& out) {
 
   reset_output(out_path, n * 8);
   const std::uint64_t tile_elems = args.size("tile") / 8;
-  const double tiled_secs =
-      run_tiled(in.path, out_path, n, tile_elems, static_cast<unsigned>(args.integer("io-threads")));
+  const double tiled_secs = run_tiled(in.path, out_path, n, tile_elems,
+                                      static_cast<unsigned>(args.integer("io-threads")));
   const std::uint64_t tiled_bad = check_output(out_path, n, in.seed, check_threads);
   fdatasync_path(out_path);
 
@@ -267,8 +267,9 @@ void run_writes(const parsed_args& args, report& out) {
   r.value = gb_per_s(bytes_moved, ws_secs);
   r.unit = "GB/s";
   r.ceiling = gb_per_s(bytes_moved, tiled_secs);
-  r.ceiling_name = "CPU-orchestrated tiles: pread, H2D, add, D2H, pwrite overlapped, double-buffered, " +
-                   format_size(tile_elems * 8) + " tiles, then fdatasync";
+  r.ceiling_name =
+      "CPU-orchestrated tiles: pread, H2D, add, D2H, pwrite overlapped, double-buffered, " +
+      format_size(tile_elems * 8) + " tiles, then fdatasync";
   r.verified = true;
   r.mismatches = ws_bad + tiled_bad;
   r.params = json::object_builder()

@@ -74,7 +74,8 @@ struct io_ref {
   // lanes). When it returns, the bytes of every successful request are in
   // place and ordered before anything the calling lanes do next.
   WARPSTORE_HD nvme::status read(unsigned mask, bool active, const read_request& r) const {
-    return kind == io_kind::memory ? read_memory(mask, active, r) : read_queues(mask, active, r);
+    return kind == io_kind::memory ? execute_memory<false>(mask, active, r)
+                                   : read_queues(mask, active, r);
   }
 
   // Warp-collective like read(): lanes with `active` write `r.blocks` blocks
@@ -82,7 +83,7 @@ struct io_ref {
   // successful write has completed at the controller (not yet durable:
   // flush() makes it so).
   WARPSTORE_HD nvme::status write(unsigned mask, bool active, const io_request& r) const {
-    return kind == io_kind::memory ? write_memory(mask, active, r)
+    return kind == io_kind::memory ? execute_memory<true>(mask, active, r)
                                    : write_queues(mask, active, r);
   }
 
@@ -117,31 +118,22 @@ struct io_ref {
     return b;
   }
 
-  WARPSTORE_HD nvme::status read_memory(unsigned mask, bool active, const read_request& r) const {
+  // The whole warp executes each active lane's request in turn.
+  template <bool Write>
+  WARPSTORE_HD nvme::status execute_memory(unsigned mask, bool active, const io_request& r) const {
     nvme::status mine = nvme::status::ok();
     unsigned todo = detail::warp::ballot(mask, active);
     while (todo) {
       const unsigned src = detail::warp::first_lane(todo);
       todo &= todo - 1;
-      const nvme::status st = memory.execute_read(mask, broadcast(mask, r, src));
+      const io_request b = broadcast(mask, r, src);
+      const nvme::status st = Write ? memory.execute_write(mask, b) : memory.execute_read(mask, b);
       if (detail::warp::lane() == src) mine = st;
     }
     detail::warp::sync(mask);
     return mine;
   }
 
-  WARPSTORE_HD nvme::status write_memory(unsigned mask, bool active, const io_request& r) const {
-    nvme::status mine = nvme::status::ok();
-    unsigned todo = detail::warp::ballot(mask, active);
-    while (todo) {
-      const unsigned src = detail::warp::first_lane(todo);
-      todo &= todo - 1;
-      const nvme::status st = memory.execute_write(mask, broadcast(mask, r, src));
-      if (detail::warp::lane() == src) mine = st;
-    }
-    detail::warp::sync(mask);
-    return mine;
-  }
 
   // Claim every lane's slot, copy the bytes into staging with the whole
   // warp (GPU pull), then post; each lane waits for its own completion.

@@ -18,7 +18,9 @@ __global__ void write_back_kernel(line_io lines) {
                          static_cast<std::uint32_t>(left < 32 ? left : 32));
 }
 
-__global__ void flush_kernel(line_io lines) { lines.flush_controller(); }
+__global__ void flush_kernel(line_io lines) {
+  lines.flush_controller();
+}
 
 }  // namespace
 

@@ -40,7 +40,9 @@ options write_options(const setup& s, std::uint32_t line_size = 4096) {
   return o;
 }
 
-std::uint64_t new_word(std::uint64_t i) { return tools::pattern_word(i * 8, new_seed); }
+std::uint64_t new_word(std::uint64_t i) {
+  return tools::pattern_word(i * 8, new_seed);
+}
 
 // Words of the file at `path` that differ from want(i).
 template <class Want>
@@ -168,17 +170,16 @@ TEST_P(ArrayWrite, DeviceInitiatedFlush) {
   for (std::uint32_t s = 0; s < c.num_lines; ++s) EXPECT_EQ(c.states[s] & line_state::dirty, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Controllers, ArrayWrite,
-    ::testing::Values(setup{controller_kind::host, delivery::gpu_pull},
-                      setup{controller_kind::host, delivery::copy_engine},
-                      setup{controller_kind::memory, delivery::gpu_pull}),
-    [](const auto& info) {
-      return std::string(to_string(info.param.kind)) +
-             (info.param.kind == controller_kind::host ? std::string("_") +
-                                                             to_string(info.param.deliver)
-                                                       : std::string());
-    });
+INSTANTIATE_TEST_SUITE_P(Controllers, ArrayWrite,
+                         ::testing::Values(setup{controller_kind::host, delivery::gpu_pull},
+                                           setup{controller_kind::host, delivery::copy_engine},
+                                           setup{controller_kind::memory, delivery::gpu_pull}),
+                         [](const auto& info) {
+                           return std::string(to_string(info.param.kind)) +
+                                  (info.param.kind == controller_kind::host
+                                       ? std::string("_") + to_string(info.param.deliver)
+                                       : std::string());
+                         });
 
 TEST(ArrayWriteReadOnly, StoresToAReadOnlyOpenAreRefused) {
   test::pattern_file file(1 << 20);
@@ -196,9 +197,8 @@ TEST(ArrayWriteReadOnly, StoresToAReadOnlyOpenAreRefused) {
   }
   EXPECT_EQ(a.ref()[5], tools::pattern_word(5 * 8));  // the cache was not touched
   a.flush();
-  EXPECT_EQ(file_mismatches(file.path(), a.size(), [](std::uint64_t i) {
-              return tools::pattern_word(i * 8);
-            }),
+  EXPECT_EQ(file_mismatches(file.path(), a.size(),
+                            [](std::uint64_t i) { return tools::pattern_word(i * 8); }),
             0u);
 }
 

@@ -41,7 +41,8 @@ __global__ void write_span_kernel(array_ref<std::uint64_t> a, std::uint64_t span
   const unsigned lane = threadIdx.x % 32;
   for (std::uint64_t first = warp_id * span; first < a.size(); first += warps * span) {
     const std::uint64_t n = a.size() - first < span ? a.size() - first : span;
-    for (std::uint64_t k = lane; k < n; k += 32) mine[k] = tools::pattern_word((first + k) * 8, new_seed);
+    for (std::uint64_t k = lane; k < n; k += 32)
+      mine[k] = tools::pattern_word((first + k) * 8, new_seed);
     __syncwarp();
     a.write_span(first, n, mine);
     __syncwarp();
@@ -69,7 +70,9 @@ __global__ void random_store_kernel(array_ref<std::uint64_t> a, unsigned* blocks
   }
 }
 
-__global__ void read_one_kernel(array_ref<std::uint64_t> a, std::uint64_t* out) { *out = a[0]; }
+__global__ void read_one_kernel(array_ref<std::uint64_t> a, std::uint64_t* out) {
+  *out = a[0];
+}
 
 options gpu_options(controller_kind kind, delivery d) {
   options o;
@@ -85,7 +88,9 @@ options gpu_options(controller_kind kind, delivery d) {
   return o;
 }
 
-unsigned host_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+unsigned host_threads() {
+  return std::max(1u, std::thread::hardware_concurrency());
+}
 
 struct write_case {
   controller_kind kind;
@@ -165,17 +170,16 @@ TEST_P(GpuArrayWrite, RandomStoresAndADeviceInitiatedFlush) {
   EXPECT_EQ(stored_wrong, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Controllers, GpuArrayWrite,
-    ::testing::Values(write_case{controller_kind::host, delivery::gpu_pull},
-                      write_case{controller_kind::host, delivery::copy_engine},
-                      write_case{controller_kind::memory, delivery::gpu_pull}),
-    [](const auto& info) {
-      return std::string(to_string(info.param.kind)) +
-             (info.param.kind == controller_kind::host
-                  ? std::string("_") + to_string(info.param.deliver)
-                  : std::string());
-    });
+INSTANTIATE_TEST_SUITE_P(Controllers, GpuArrayWrite,
+                         ::testing::Values(write_case{controller_kind::host, delivery::gpu_pull},
+                                           write_case{controller_kind::host, delivery::copy_engine},
+                                           write_case{controller_kind::memory, delivery::gpu_pull}),
+                         [](const auto& info) {
+                           return std::string(to_string(info.param.kind)) +
+                                  (info.param.kind == controller_kind::host
+                                       ? std::string("_") + to_string(info.param.deliver)
+                                       : std::string());
+                         });
 
 TEST(GpuArrayWriteReadOnly, StoresAreRefusedWithAClearError) {
   test::pattern_file f(1 << 20);

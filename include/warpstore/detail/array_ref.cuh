@@ -121,13 +121,7 @@ struct array_ref {
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     bool all_ok = true;
-    if (bounds_check && (first > count || n > count - first)) {
-      if (rank == 0)
-        errors->record(error_kind::index_out_of_range, source,
-                       nvme::status::make(nvme::status_type::vendor, nvme::sc::index_out_of_range),
-                       first + n - 1, 0);
-      return false;
-    }
+    if (!check_span(first, n, rank)) return false;
     std::uint64_t done = 0;
     while (done < n) {
       const std::uint64_t i = first + done;
@@ -163,13 +157,7 @@ struct array_ref {
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     if (!writable) return rank == 0 ? check_writable(first) : false;
-    if (bounds_check && (first > count || n > count - first)) {
-      if (rank == 0)
-        errors->record(error_kind::index_out_of_range, source,
-                       nvme::status::make(nvme::status_type::vendor, nvme::sc::index_out_of_range),
-                       first + n - 1, 0);
-      return false;
-    }
+    if (!check_span(first, n, rank)) return false;
     bool all_ok = true;
     std::uint64_t done = 0;
     const std::uint64_t per_line = 1ull << elems_per_line_log2;
@@ -218,6 +206,16 @@ struct array_ref {
 
   WARPSTORE_HD T* element_in(std::uint32_t slot, std::uint64_t i) const {
     return reinterpret_cast<T*>(cache.line_data(slot)) + (i & ((1ull << elems_per_line_log2) - 1));
+  }
+
+  // Warp-collective span bounds: one lane records a bad span.
+  WARPSTORE_HD bool check_span(std::uint64_t first, std::uint64_t n, unsigned rank) const {
+    if (!bounds_check || (first <= count && n <= count - first)) return true;
+    if (rank == 0)
+      errors->record(error_kind::index_out_of_range, source,
+                     nvme::status::make(nvme::status_type::vendor, nvme::sc::index_out_of_range),
+                     first + n - 1, 0);
+    return false;
   }
 
   // A store to an array over a read-only open is refused here, before it
@@ -282,8 +280,8 @@ struct array_ref {
       }
       // Readers too: a set full of dirty lines makes room by writing one back.
       const bool writing_back = is_leader && r.kind == acquire_kind::write_back;
-      if (detail::warp::ballot(mask, writing_back) != 0)
-        l.write_back(mask, writing_back, r.slot, r.old_key);
+      const bool wrote_back = detail::warp::ballot(mask, writing_back) != 0;
+      if (wrote_back) l.write_back(mask, writing_back, r.slot, r.old_key);
       // 0: retry (or wrote a line back), 1: line pinned, 2: fill failed
       // (pins held, no data)
       const bool granted = r.kind == acquire_kind::hit || r.kind == acquire_kind::fill;
@@ -317,10 +315,11 @@ struct array_ref {
         if (dl.expired()) {
           pending = false;
           errors->record(error_kind::deadline, source, nvme::status::deadline(), index, 0);
-        } else {
+        } else if (!wrote_back) {
           // Exponential backoff: when more lines are wanted at once than the
           // cache holds, waiting lanes must leave the memory system to the
-          // fills that free lines.
+          // fills that free lines. A warp that just made room looks again
+          // at once.
           detail::backoff(64u << (round < 9 ? round : 9));
         }
       }
