@@ -170,6 +170,47 @@ TEST_P(HostWrite, OutOfRangeWriteIsRefusedAndTheFileDoesNotGrow) {
     ASSERT_EQ(static_cast<std::uint8_t>(file[o]), tools::pattern_byte(o, new_seed)) << o;
 }
 
+TEST_P(HostWrite, FlushCompletesOnlyAfterEveryEarlierWriteOfItsQueue) {
+  test::pattern_file f(1 << 20);
+  auto ctl = make_host(f.path(), test_options(GetParam()), file_access::read_write);
+  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  for (int round = 0; round < 50; ++round) {
+    // Seven WRITEs then a FLUSH, all submitted before any is waited for.
+    std::vector<std::vector<std::byte>> bufs(7, std::vector<std::byte>(4096));
+    std::uint64_t tickets[8];
+    const std::uint64_t cq_first = qp.state->cq_head;  // CPU target: plain memory
+    for (int k = 0; k < 8; ++k) {
+      tickets[k] = qp.take_tickets(1u, true);
+      ASSERT_TRUE(qp.claim(tickets[k]).success());
+      if (k < 7) {
+        const std::uint64_t slba = (round * 7 + k) % (f.bytes() / 4096) * 8;
+        tools::fill_buffer(bufs[k].data(), slba * block, 4096, new_seed);
+        if (qp.staging != nullptr) std::memcpy(qp.staging_of(tickets[k]), bufs[k].data(), 4096);
+        qp.post(tickets[k], nvme::make_rw(nvme::opcode::write, 0, 0, slba, 8, 0), bufs[k].data());
+      } else {
+        qp.post(tickets[k], nvme::make_flush(0, 0), nullptr);
+      }
+    }
+    ASSERT_TRUE(qp.wait(tickets[7]).success());
+    // The FLUSH's completion came after every WRITE's.
+    for (int k = 0; k < 7; ++k) {
+      nvme::status st;
+      EXPECT_TRUE(qp.poll(tickets[k], st)) << "round " << round << " write " << k;
+      EXPECT_TRUE(st.success());
+    }
+    for (int k = 0; k < 8; ++k) {
+      ASSERT_TRUE(qp.wait(tickets[k]).success());
+      qp.release(tickets[k]);
+    }
+    // And it was posted last of the eight (writes that complete at once
+    // would otherwise hide a FLUSH that overtook them).
+    ASSERT_EQ(qp.state->cq_head, cq_first + 8);
+    EXPECT_EQ(qp.cq[(cq_first + 7) & (qp.depth - 1)].cid, qp.slot_of(tickets[7]))
+        << "round " << round;
+  }
+  ctl->check();
+}
+
 INSTANTIATE_TEST_SUITE_P(Deliveries, HostWrite,
                          ::testing::Values(delivery::gpu_pull, delivery::copy_engine),
                          [](const auto& info) { return std::string(to_string(info.param)); });
