@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "test_files.h"
+#include "write_cases.h"
 #include "warpstore/array.cuh"
 
 using namespace warpstore;
@@ -19,10 +20,7 @@ namespace {
 
 constexpr std::uint64_t new_seed = 11;
 
-struct setup {
-  controller_kind kind;
-  delivery deliver;
-};
+using setup = test::write_case;
 
 options write_options(const setup& s, std::uint32_t line_size = 4096) {
   options o;
@@ -170,16 +168,7 @@ TEST_P(ArrayWrite, DeviceInitiatedFlush) {
   for (std::uint32_t s = 0; s < c.num_lines; ++s) EXPECT_EQ(c.states[s] & line_state::dirty, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Controllers, ArrayWrite,
-                         ::testing::Values(setup{controller_kind::host, delivery::gpu_pull},
-                                           setup{controller_kind::host, delivery::copy_engine},
-                                           setup{controller_kind::memory, delivery::gpu_pull}),
-                         [](const auto& info) {
-                           return std::string(to_string(info.param.kind)) +
-                                  (info.param.kind == controller_kind::host
-                                       ? std::string("_") + to_string(info.param.deliver)
-                                       : std::string());
-                         });
+INSTANTIATE_TEST_SUITE_P(Controllers, ArrayWrite, test::write_cases(), test::write_case_name);
 
 TEST(ArrayWriteReadOnly, StoresToAReadOnlyOpenAreRefused) {
   test::pattern_file file(1 << 20);

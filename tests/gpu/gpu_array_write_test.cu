@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "test_files.h"
+#include "write_cases.h"
 #include "warpstore/array.cuh"
 #include "warpstore/cuda_check.h"
 
@@ -92,10 +93,7 @@ unsigned host_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
-struct write_case {
-  controller_kind kind;
-  delivery deliver;
-};
+using test::write_case;
 
 class GpuArrayWrite : public ::testing::TestWithParam<write_case> {};
 
@@ -170,16 +168,7 @@ TEST_P(GpuArrayWrite, RandomStoresAndADeviceInitiatedFlush) {
   EXPECT_EQ(stored_wrong, 0u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Controllers, GpuArrayWrite,
-                         ::testing::Values(write_case{controller_kind::host, delivery::gpu_pull},
-                                           write_case{controller_kind::host, delivery::copy_engine},
-                                           write_case{controller_kind::memory, delivery::gpu_pull}),
-                         [](const auto& info) {
-                           return std::string(to_string(info.param.kind)) +
-                                  (info.param.kind == controller_kind::host
-                                       ? std::string("_") + to_string(info.param.deliver)
-                                       : std::string());
-                         });
+INSTANTIATE_TEST_SUITE_P(Controllers, GpuArrayWrite, test::write_cases(), test::write_case_name);
 
 TEST(GpuArrayWriteReadOnly, StoresAreRefusedWithAClearError) {
   test::pattern_file f(1 << 20);
