@@ -15,7 +15,7 @@ using namespace warpstore;
 
 namespace {
 
-constexpr std::uint64_t file_bytes = 512ull << 20;
+constexpr std::uint64_t file_bytes = 256ull << 20;
 constexpr std::uint64_t new_seed = 5;
 
 __device__ std::uint64_t mix(std::uint64_t x) {
