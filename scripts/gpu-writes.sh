@@ -36,14 +36,14 @@ fi
 
 step "GPU write tests"
 timeout 35 "$build/tests/gpu/gpu_array_write_test" >"$out/gpu-write-tests.log" 2>&1 ||
-  { status=1; echo "FAILED: gpu_array_write_test (exit $?)" | tee -a "$out/summary.log" >&2; }
+  { rc=$?; status=1; echo "FAILED: gpu_array_write_test (exit $rc)" | tee -a "$out/summary.log" >&2; }
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/gpu-write-tests.log" | tee -a "$out/summary.log" >&2
 
 step "GPU read tests touched by the cache changes"
 timeout 15 "$build/tests/gpu/gpu_array_read_test" \
   --gtest_filter='*ScanEveryByte*host_4096:*Oversubscribed*host_4096:*Oversubscribed*memory_4096:GpuArray.*' \
   >"$out/gpu-read-tests.log" 2>&1 ||
-  { status=1; echo "FAILED: gpu_array_read_test (exit $?)" | tee -a "$out/summary.log" >&2; }
+  { rc=$?; status=1; echo "FAILED: gpu_array_read_test (exit $rc)" | tee -a "$out/summary.log" >&2; }
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/gpu-read-tests.log" | tee -a "$out/summary.log" >&2
 
 step "vector add vs tiled (host controller)"
@@ -52,7 +52,7 @@ timeout 30 "$build/bench/warpstore-bench" writes --json "$json" \
   --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
   --controller host --service-threads 8 --direct off --name write.vectoradd.vs_tiled \
   >"$out/bench-writes.log" 2>&1 ||
-  { status=1; echo "FAILED: warpstore-bench writes (exit $?)" | tee -a "$out/summary.log" >&2; }
+  { rc=$?; status=1; echo "FAILED: warpstore-bench writes (exit $rc)" | tee -a "$out/summary.log" >&2; }
 tail -12 "$out/bench-writes.log" | tee -a "$out/summary.log" >&2
 
 step "vector add vs tiled (memory controller)"
@@ -60,7 +60,7 @@ timeout 20 "$build/bench/warpstore-bench" writes --json "$json" \
   --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
   --controller memory --direct off --name write.vectoradd.memory.vs_tiled \
   >"$out/bench-writes-memory.log" 2>&1 ||
-  { status=1; echo "FAILED: warpstore-bench writes --controller memory (exit $?)" | tee -a "$out/summary.log" >&2; }
+  { rc=$?; status=1; echo "FAILED: warpstore-bench writes --controller memory (exit $rc)" | tee -a "$out/summary.log" >&2; }
 tail -6 "$out/bench-writes-memory.log" | tee -a "$out/summary.log" >&2
 
 cp "$json" "$out/" 2>/dev/null
