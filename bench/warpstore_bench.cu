@@ -28,6 +28,8 @@ const subcommand subcommands[] = {
      declare_ceilings, run_ceilings},
     {"array", "element reads through the cache: cold (misses) or hot (coalesced hits)", declare_array,
      run_array},
+    {"iomethods", "I/O-methods comparison: io_uring, pread, mmap, unified memory, cuFile, warpstore",
+     declare_iomethods, run_iomethods},
     {"writes", "write-heavy vector add through the cache vs a tiled pread/copy/pwrite loop",
      declare_writes, run_writes},
 };

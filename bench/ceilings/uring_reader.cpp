@@ -19,6 +19,7 @@
 
 #include "bench/common/args.h"
 #include "bench/common/timing.h"
+#include "bench/iomethods/measure.h"
 #include "tools/pattern_file.h"
 
 namespace warpstore::bench {
@@ -87,6 +88,7 @@ struct worker_state {
   std::uint64_t mismatches = 0;
   std::uint64_t errors = 0;
   std::string first_error;
+  std::vector<float> latency_us;
 };
 
 }  // namespace
@@ -177,6 +179,8 @@ uring_reader_result run_uring_reader(const uring_reader_config& cfg) {
   const unsigned rounds = static_cast<unsigned>((cfg.requests + slots - 1) / slots);
   res.rounds = rounds;
   std::barrier sync(static_cast<std::ptrdiff_t>(cfg.threads) + 1);
+  // Submission time of the read in each slot, for its latency.
+  std::vector<std::uint64_t> submitted(cfg.record_latency ? slots : 0);
 
   auto read_range = [&](worker_state& w, std::uint64_t first, std::uint64_t last) {
     io_uring* ring = &w.ring;
@@ -200,6 +204,7 @@ uring_reader_result run_uring_reader(const uring_reader_config& cfg) {
           io_uring_prep_read(sqe, file, dst, static_cast<unsigned>(B), offset);
         if (fixed_file) sqe->flags |= IOSQE_FIXED_FILE;
         io_uring_sqe_set_data64(sqe, next);
+        if (cfg.record_latency) submitted[next] = iomethods::monotonic_ns();
         ++next;
         ++inflight;
       }
@@ -219,8 +224,12 @@ uring_reader_result run_uring_reader(const uring_reader_config& cfg) {
       }
       unsigned head = 0, seen = 0;
       io_uring_cqe* cqe = nullptr;
+      const std::uint64_t reaped_ns = cfg.record_latency ? iomethods::monotonic_ns() : 0;
       io_uring_for_each_cqe(ring, head, cqe) {
         ++seen;
+        if (cfg.record_latency)
+          w.latency_us.push_back(static_cast<float>(
+              static_cast<double>(reaped_ns - submitted[io_uring_cqe_get_data64(cqe)]) * 1e-3));
         if (cqe->res != static_cast<int>(B)) {
           const std::uint64_t k = io_uring_cqe_get_data64(cqe);
           record(cqe->res < 0 ? "read of block " + std::to_string(cfg.trace.index(round_base + k)) +
@@ -258,10 +267,12 @@ uring_reader_result run_uring_reader(const uring_reader_config& cfg) {
   for (unsigned r = 0; r < rounds; ++r) {
     round_base = static_cast<std::uint64_t>(r) * slots;
     round_count = std::min(slots, cfg.requests - round_base);
+    const iomethods::cpu_meter cpu;
     sync.arrive_and_wait();
     const stopwatch clock;
     sync.arrive_and_wait();
     res.seconds += clock.seconds();
+    res.cpu_seconds += cpu.seconds();
     sync.arrive_and_wait();
   }
   for (auto& th : pool) th.join();
@@ -270,6 +281,7 @@ uring_reader_result run_uring_reader(const uring_reader_config& cfg) {
     res.mismatches += w.mismatches;
     if (w.errors && res.errors == 0) res.first_error = w.first_error;
     res.errors += w.errors;
+    res.latency_us.insert(res.latency_us.end(), w.latency_us.begin(), w.latency_us.end());
   }
   res.verified = cfg.verify;
   res.iops = per_s(static_cast<double>(res.requests), res.seconds);

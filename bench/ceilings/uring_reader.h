@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "bench/common/trace.h"
 
@@ -34,6 +35,7 @@ struct uring_reader_config {
   direct_mode direct = direct_mode::off;
   bool fixed_buffers = true;  // register the arena and use READ_FIXED (falls back if refused)
   bool verify = true;
+  bool record_latency = false;  // per-request latency, submission to completion (clock_gettime)
   std::uint64_t file_seed = 0;  // pattern seed of the file
   std::uint64_t arena_bytes = std::uint64_t{1} << 30;
   // Destination memory; default: page-aligned host memory.
@@ -54,6 +56,8 @@ struct uring_reader_result {
   bool direct = false;         // O_DIRECT was used
   bool fixed_buffers = false;  // READ_FIXED on registered buffers was used
   unsigned rounds = 0;
+  double cpu_seconds = 0;         // process CPU time (getrusage) over the timed rounds
+  std::vector<float> latency_us;  // with record_latency: one per request, in no order
 };
 
 // Runs the reader; raises std::runtime_error when it cannot set up (file,

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""GraphSAGE with NeighborLoader on a generated graph whose node features live
+in a file at least 4x the warpstore cache, against the same training with the
+features in GPU memory (same seed) and with the usual out-of-core path
+(np.memmap rows copied to the GPU). One command:
+
+    python apps/graphsage/train.py                      # 2 M nodes, 128 floats each
+    python apps/graphsage/train.py --nodes 500000 --epochs 1 --batches 50
+
+Prints per-epoch time, the share of it spent fetching features, and test
+accuracy for each feature source.
+
+The graph: nodes belong to one of --classes communities; a node's features
+are its community's centroid plus noise, and most edges stay inside a
+community, so neighbors carry signal a GNN can use.
+"""
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch_geometric.loader import NeighborLoader
+from torch_geometric.nn import GraphSAGE
+
+import warpstore
+from warpstore._tools import Progress, human_bytes, parse_size
+from warpstore.feature_store import InMemoryGraphStore, WarpstoreFeatureStore, neighbor_sampler
+
+
+class MemmapRows:
+    """Path (a): np.memmap rows indexed on the CPU, copied to the device."""
+
+    def __init__(self, path, shape, device):
+        self.mm = np.memmap(path, dtype=np.float32, mode="r", shape=shape)
+        self.shape, self.device = shape, device
+
+    def __len__(self):
+        return self.shape[0]
+
+    def gather(self, idx):
+        return torch.from_numpy(self.mm[idx.cpu().numpy()]).to(self.device)
+
+    def close(self):
+        pass
+
+
+def generate(args, path):
+    g = torch.Generator().manual_seed(args.seed)
+    n, c, d = args.nodes, args.classes, args.dim
+    y = torch.randint(0, c, (n,), generator=g)
+    centroids = torch.randn(c, d, generator=g) * args.signal
+    size = n * d * 4
+    if not (os.path.exists(path) and os.path.getsize(path) == size and args.reuse):
+        bar = Progress(n, f"writing features {path} ({human_bytes(size)})")
+        with open(path, "wb") as f:
+            step = 1 << 16
+            for s in range(0, n, step):
+                e = min(n, s + step)
+                x = centroids[y[s:e]] + torch.randn(e - s, d, generator=g)
+                x.numpy().tofile(f)
+                bar.update(e - s)
+        bar.close()
+    # Edges: each node sends --degree edges, --homophily of them inside its community.
+    src = torch.arange(n).repeat_interleave(args.degree)
+    order = torch.argsort(y)
+    counts = torch.bincount(y, minlength=c)
+    starts = torch.cumsum(counts, 0) - counts
+    ys = y[src]
+    same = order[starts[ys] + (torch.rand(src.numel(), generator=g) * counts[ys]).long()]
+    other = torch.randint(0, n, (src.numel(),), generator=g)
+    dst = torch.where(torch.rand(src.numel(), generator=g) < args.homophily, same, other)
+    perm = torch.randperm(n, generator=g)
+    train = perm[: int(n * args.train_fraction)]
+    test = perm[-args.test_nodes:]
+    return y, torch.stack([src, dst]), train, test
+
+
+def run(source_name, features, y, edge_index, train, test, args, device):
+    torch.manual_seed(args.seed)
+    fs, gs = WarpstoreFeatureStore(device=device), InMemoryGraphStore()
+    fs.put_tensor(features, group_name=None, attr_name="x", index=None)
+    fs.put_tensor(y, group_name=None, attr_name="y", index=None)
+    gs.put_edge_index(edge_index, edge_type=None, layout="coo", size=(args.nodes, args.nodes))
+    fanout = [int(f) for f in args.fanout.split(",")]
+    sampler = neighbor_sampler((fs, gs), fanout)
+    loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=train, shuffle=True,
+                            batch_size=args.batch_size, neighbor_sampler=sampler)
+    model = GraphSAGE(args.dim, args.hidden, num_layers=len(fanout), out_channels=args.classes).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr)
+    sync = (lambda: torch.cuda.synchronize()) if device.type == "cuda" else (lambda: None)
+    epochs = []
+    for epoch in range(args.epochs):
+        model.train()
+        fs.fetch_seconds = 0.0
+        sync()
+        t0 = time.perf_counter()
+        batches, loss_sum = 0, 0.0
+        for batch in loader:
+            opt.zero_grad()
+            out = model(batch.x, batch.edge_index.to(device))[: batch.batch_size]
+            loss = F.cross_entropy(out, batch.y[: batch.batch_size].to(device))
+            loss.backward()
+            opt.step()
+            loss_sum += loss.item()
+            batches += 1
+            if batches == args.batches:
+                break
+        sync()
+        seconds = time.perf_counter() - t0
+        share = fs.fetch_seconds / seconds
+        epochs.append((seconds, share))
+        print(f"  [{source_name}] epoch {epoch}: {seconds:.2f} s, {batches} batches, "
+              f"loss {loss_sum / max(batches, 1):.4f}, feature fetch {fs.fetch_seconds:.2f} s "
+              f"({100 * share:.1f} % of the epoch)", flush=True)
+    model.eval()
+    test_loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=test,
+                                 batch_size=args.batch_size, neighbor_sampler=sampler)
+    correct = 0
+    with torch.no_grad():
+        for batch in test_loader:
+            out = model(batch.x, batch.edge_index.to(device))[: batch.batch_size]
+            correct += int((out.argmax(-1).cpu() == batch.y[: batch.batch_size].cpu()).sum())
+    acc = correct / test.numel()
+    stats = features.stats() if hasattr(features, "stats") else None
+    fs.close()
+    return acc, epochs, stats
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--nodes", type=int, default=2_000_000)
+    p.add_argument("--dim", type=int, default=128)
+    p.add_argument("--classes", type=int, default=16)
+    p.add_argument("--degree", type=int, default=10)
+    p.add_argument("--homophily", type=float, default=0.7)
+    p.add_argument("--signal", type=float, default=0.35, help="centroid scale against unit noise")
+    p.add_argument("--cache-fraction", type=int, default=8, help="cache = features / N (N >= 4)")
+    p.add_argument("--controller", default="host", choices=["host", "memory"])
+    p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--epochs", type=int, default=2)
+    p.add_argument("--batches", type=int, default=0, help="batches per epoch (0: all)")
+    p.add_argument("--batch-size", type=int, default=1024)
+    p.add_argument("--fanout", default="10,5")
+    p.add_argument("--hidden", type=int, default=128)
+    p.add_argument("--lr", type=float, default=0.003)
+    p.add_argument("--train-fraction", type=float, default=0.1)
+    p.add_argument("--test-nodes", type=int, default=20000)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dir", default="/tmp")
+    p.add_argument("--reuse", action="store_true", help="keep a feature file of the right size")
+    p.add_argument("--sources", default="warpstore,gpu,memmap",
+                   help="feature sources to train with: warpstore, gpu (all in GPU memory), memmap")
+    args = p.parse_args(argv)
+    if args.cache_fraction < 4:
+        p.error("--cache-fraction must be at least 4 (the feature file is >= 4x the cache)")
+    device = torch.device("cuda" if torch.cuda.is_available() and warpstore.backend().gpu_build()
+                          else "cpu")
+    path = os.path.join(args.dir, f"graphsage-{args.nodes}x{args.dim}.f32")
+    t0 = time.perf_counter()
+    y, edge_index, train, test = generate(args, path)
+    file_bytes = args.nodes * args.dim * 4
+    cache = max(file_bytes // args.cache_fraction // (1 << 20), 1) << 20
+    print(f"graph: {args.nodes} nodes, {edge_index.shape[1]} edges, {args.classes} classes, "
+          f"features {human_bytes(file_bytes)} ({path}), warpstore cache {human_bytes(cache)} "
+          f"(1/{file_bytes // cache} of the file), device {device}, made in "
+          f"{time.perf_counter() - t0:.1f} s", flush=True)
+    print(f"training: {args.epochs} epochs of {args.batches or 'all'} batches of {args.batch_size} "
+          f"seeds, fanout {args.fanout}, seed {args.seed}", flush=True)
+    shape = (args.nodes, args.dim)
+    report = {}
+    for source in args.sources.split(","):
+        if source == "warpstore":
+            feats = warpstore.open(path, "float32", shape, cache=cache, controller=args.controller,
+                                   threads=args.threads)
+        elif source == "gpu":
+            feats = torch.from_numpy(np.fromfile(path, dtype=np.float32).reshape(shape)).to(device)
+        elif source == "memmap":
+            feats = MemmapRows(path, shape, device)
+        else:
+            p.error(f"unknown source {source}")
+        acc, epochs, stats = run(source, feats, y, edge_index, train, test, args, device)
+        report[source] = (acc, epochs)
+        extra = (f", cache hit rate {100 * stats['hit_rate']:.1f} %" if stats else "")
+        print(f"{source}: test accuracy {acc:.4f}{extra}", flush=True)
+        del feats
+    print("\nsource     test acc  epoch s (last)  fetch share (last)")
+    for source, (acc, epochs) in report.items():
+        print(f"{source:<10} {acc:.4f}    {epochs[-1][0]:<14.2f}  {100 * epochs[-1][1]:.1f} %")
+    if "warpstore" in report and "gpu" in report:
+        diff = abs(report["warpstore"][0] - report["gpu"][0])
+        print(f"accuracy difference warpstore vs GPU memory: {diff:.4f} "
+              f"({'same' if diff <= 0.01 else 'DIFFERENT'} within 0.01)")
+        return 0 if diff <= 0.01 else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

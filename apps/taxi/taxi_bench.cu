@@ -1,0 +1,290 @@
+// warpstore-taxi: queries Q0..Q5 on a taxi-trip table (tools/taxi/taxi.h),
+// through warpstore (host controller over the column files in the page
+// cache, only the lines of selected trips read) against the full-load
+// baseline (every needed column read from its file and copied to GPU memory,
+// reading the next column while the last one is copied, then one kernel).
+// Every answer is checked against the CPU's. Results: taxi.q<k>.sel<p>pct
+// [.<layout>].vs_fullload in bench/results/apps.json, rows per second end to
+// end. Set-up outside the clocks on both sides: the baseline's GPU and
+// pinned buffers, warpstore's controllers (one per column file, opened
+// once); each warpstore query's clock includes creating a fresh cache.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "apps/graph/gpu_launch.cuh"
+#include "apps/taxi/query.cuh"
+#include "bench/common/args.h"
+#include "bench/common/results.h"
+#include "bench/common/timing.h"
+#include "tools/cli_main.h"
+#include "tools/graph/csr.h"
+#include "tools/taxi/taxi.h"
+#include "warpstore/array.cuh"
+#include "warpstore/cuda_check.h"
+
+namespace {
+
+using namespace warpstore;
+namespace wb = warpstore::bench;
+
+struct config {
+  std::string dir;
+  std::string layout;
+  std::vector<unsigned> queries;
+  double query_selectivity = 0.01;
+  std::vector<double> sweep;
+  std::uint64_t cache_bytes = 0;
+  std::uint32_t line_size = 4096;
+  std::uint32_t distance_threads = 8;
+  std::uint32_t column_threads = 2;
+  unsigned threads = 16;
+  std::string json;
+  std::string command;
+};
+
+struct timed_answer {
+  taxi::answer a;
+  double seconds = 0;
+  std::uint64_t bytes_read = 0;
+};
+
+taxi::answer fetch(double* sums) {
+  double h[3];
+  WARPSTORE_CUDA_TRY(cudaMemcpy(h, sums, sizeof h, cudaMemcpyDeviceToHost));
+  return {static_cast<std::uint64_t>(h[0]), h[1], h[2]};
+}
+
+// Buffers of the full-load baseline, allocated once.
+struct fullload {
+  std::uint64_t rows;
+  std::vector<float*> device;
+  float* staging[2] = {nullptr, nullptr};
+  cudaEvent_t copied[2];
+  cudaStream_t stream;
+
+  explicit fullload(std::uint64_t r) : rows(r) {
+    for (unsigned c = 0; c < taxi::columns.size(); ++c) {
+      void* p = nullptr;
+      WARPSTORE_CUDA_TRY(cudaMalloc(&p, rows * 4));
+      device.push_back(static_cast<float*>(p));
+    }
+    for (auto*& s : staging) WARPSTORE_CUDA_TRY(cudaMallocHost(reinterpret_cast<void**>(&s), rows * 4));
+    for (auto& e : copied) WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  }
+  ~fullload() {
+    cudaStreamDestroy(stream);
+    for (auto& e : copied) cudaEventDestroy(e);
+    for (auto* s : staging) cudaFreeHost(s);
+    for (auto* d : device) cudaFree(d);
+  }
+
+  timed_answer run(const config& cfg, unsigned k, float threshold, double* sums) {
+    wb::stopwatch clock;
+    for (unsigned c = 0; c <= k; ++c) {
+      float* buf = staging[c % 2];
+      if (c >= 2) WARPSTORE_CUDA_TRY(cudaEventSynchronize(copied[c % 2]));  // its last copy is done
+      graph::read_file_range(taxi::column_path(cfg.dir, c), 0, rows * 4, buf, cfg.threads);
+      WARPSTORE_CUDA_TRY(cudaMemcpyAsync(device[c], buf, rows * 4, cudaMemcpyHostToDevice, stream));
+      WARPSTORE_CUDA_TRY(cudaEventRecord(copied[c % 2], stream));
+    }
+    WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream));
+    apps::taxi_query<apps::plain_column> q{};
+    for (unsigned c = 0; c < taxi::columns.size(); ++c) q.cols[c].data = device[c];
+    q.k = k;
+    q.threshold = threshold;
+    q.rows = rows;
+    q.chunk = 1024;
+    q.sums = sums;
+    WARPSTORE_CUDA_TRY(cudaMemset(sums, 0, 3 * sizeof(double)));
+    apps::gpu_launch{}(q);
+    timed_answer t{fetch(sums), clock.seconds(), (k + 1) * rows * 4};
+    return t;
+  }
+};
+
+options store_options(const config& cfg, unsigned column) {
+  options o = options::from_environment();
+  o.controller = controller_kind::host;
+  o.cache_bytes = cfg.cache_bytes;
+  o.line_size = cfg.line_size;
+  o.direct = direct_io::off;  // the page cache serves both sides
+  o.service_threads = column == 0 ? cfg.distance_threads : cfg.column_threads;
+  return o;
+}
+
+// One host controller per column file, opened once (as the baseline's
+// buffers are allocated once): a query engine keeps its files open.
+std::vector<std::shared_ptr<controller>> open_columns(const config& cfg) {
+  std::vector<std::shared_ptr<controller>> ctls;
+  for (unsigned c = 0; c < taxi::columns.size(); ++c)
+    ctls.push_back(make_controller(taxi::column_path(cfg.dir, c), store_options(cfg, c)));
+  return ctls;
+}
+
+// A fresh cache per query (nothing cached from the last one), timed.
+timed_answer run_store(const config& cfg, const std::vector<std::shared_ptr<controller>>& ctls,
+                       std::uint64_t rows, unsigned k, float threshold, double* sums) {
+  wb::stopwatch clock;
+  auto c = std::make_shared<cache>(store_options(cfg, 0));
+  std::vector<std::unique_ptr<array<float>>> cols;
+  apps::taxi_query<apps::store_column> q{};
+  for (unsigned col = 0; col <= k; ++col) {
+    cols.push_back(std::make_unique<array<float>>(c, ctls[col], rows, 0, store_options(cfg, col)));
+    q.cols[col].data = cols.back()->ref();
+  }
+  q.k = k;
+  q.threshold = threshold;
+  q.rows = rows;
+  q.chunk = cfg.line_size / 4;
+  q.sums = sums;
+  WARPSTORE_CUDA_TRY(cudaMemset(sums, 0, 3 * sizeof(double)));
+  apps::gpu_launch{}(q);
+  timed_answer t{fetch(sums), 0, 0};
+  for (auto& a : cols) {
+    a->check();
+    a->shared_controller()->check();
+  }
+  t.seconds = clock.seconds();
+  t.bytes_read = c->stats().bytes_read;
+  return t;
+}
+
+std::uint64_t mismatches(const taxi::answer& got, const taxi::answer& want) {
+  auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::fabs(b) + 1e-9; };
+  return (got.count != want.count) + !close(got.sum_distance, want.sum_distance) +
+         !close(got.sum_ratio, want.sum_ratio);
+}
+
+std::string sel_tag(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s * 100);
+  return std::string("sel") + buf + "pct";
+}
+
+int run(const config& cfg) {
+  const std::uint64_t rows = taxi::table_rows(cfg.dir);
+  std::printf("table %s: %llu rows, %zu columns of float32 (%s each), layout %s\n", cfg.dir.c_str(),
+              static_cast<unsigned long long>(rows), taxi::columns.size(), wb::format_size(rows * 4).c_str(),
+              cfg.layout.c_str());
+  wb::stopwatch total;
+  std::vector<std::vector<float>> cols(taxi::columns.size(), std::vector<float>(rows));
+  for (unsigned c = 0; c < cols.size(); ++c)
+    graph::read_file_range(taxi::column_path(cfg.dir, c), 0, rows * 4, cols[c].data(), cfg.threads);
+  std::printf("columns read for the CPU answers in %.2f s\n", total.seconds());
+
+  std::vector<std::pair<unsigned, double>> runs;
+  for (unsigned k : cfg.queries) runs.push_back({k, cfg.query_selectivity});
+  for (double s : cfg.sweep)
+    if (s != cfg.query_selectivity) runs.push_back({5, s});
+
+  fullload base(rows);
+  const std::vector<std::shared_ptr<controller>> ctls = open_columns(cfg);
+  double* sums = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&sums, 3 * sizeof(double)));
+  const wb::run_info info = wb::run_info::now("apps", runtime::device_name(), cfg.command);
+  const std::string suffix = cfg.layout == "zone" ? "" : "." + cfg.layout;
+  std::vector<wb::result> results;
+  int status = 0;
+  for (const auto& [k, sel] : runs) {
+    const std::string name = "taxi.q" + std::to_string(k) + "." + sel_tag(sel) + suffix + ".vs_fullload";
+    try {
+      const float threshold = taxi::threshold_for(cols[0], sel);
+      const taxi::answer want = taxi::cpu_query(cols, k, threshold, cfg.threads);
+      const timed_answer b = base.run(cfg, k, threshold, sums);
+      const timed_answer w = run_store(cfg, ctls, rows, k, threshold, sums);
+      const std::uint64_t bad = mismatches(w.a, want) + mismatches(b.a, want);
+      if (bad) status = 3;
+      const double answer = k == 0 ? want.sum_distance / std::max<double>(1, want.count)
+                                   : want.sum_ratio / std::max<double>(1, want.count);
+      std::printf("Q%u sel %-6g threshold %6.2f: %llu trips (%.3f %%), answer %.4f; full load %.3f s, "
+                  "warpstore %.3f s (%s read), speedup %.2f, mismatches %llu\n",
+                  k, sel, threshold, static_cast<unsigned long long>(want.count),
+                  100.0 * static_cast<double>(want.count) / static_cast<double>(rows), answer, b.seconds,
+                  w.seconds, wb::format_size(w.bytes_read).c_str(), b.seconds / w.seconds,
+                  static_cast<unsigned long long>(bad));
+      std::fflush(stdout);
+      wb::result r;
+      r.name = name;
+      r.value = wb::round_significant(static_cast<double>(rows) / w.seconds / 1e9, 4);
+      r.unit = "G rows/s (end to end)";
+      r.ceiling = wb::round_significant(static_cast<double>(rows) / b.seconds / 1e9, 4);
+      r.ceiling_name = "full load: read every needed column file + cudaMemcpy, then one kernel";
+      r.verified = true;
+      r.mismatches = bad;
+      r.params = wb::json::object_builder()
+                     .add("query", "Q" + std::to_string(k))
+                     .add("rows", static_cast<unsigned long long>(rows))
+                     .add("layout", cfg.layout)
+                     .add("selectivity_target", sel)
+                     .add("selected_rows", static_cast<unsigned long long>(want.count))
+                     .add("threshold_miles", threshold)
+                     .add("answer", answer)
+                     .add("value_s", wb::round_significant(w.seconds, 4))
+                     .add("ceiling_s", wb::round_significant(b.seconds, 4))
+                     .add("warpstore_bytes_read", static_cast<unsigned long long>(w.bytes_read))
+                     .add("fullload_bytes", static_cast<unsigned long long>(b.bytes_read))
+                     .add("cache_bytes", static_cast<unsigned long long>(cfg.cache_bytes))
+                     .add("line_size", cfg.line_size)
+                     .add("service_threads", std::to_string(cfg.distance_threads) + " (distance), " +
+                                                 std::to_string(cfg.column_threads) + " (each other column)")
+                     .done();
+      results.push_back(std::move(r));
+      if (!cfg.json.empty()) wb::write_results(cfg.json, info, results);
+    } catch (const std::exception& e) {
+      std::printf("%s: FAILED: %s\n", name.c_str(), e.what());
+      std::fflush(stdout);
+      status = status ? status : 1;
+    }
+  }
+  cudaFree(sums);
+  std::printf("\n%s", wb::results_table(results).c_str());
+  std::printf("total %.1f s\n", total.seconds());
+  return status;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  wb::arg_parser p("warpstore-taxi", "Columnar queries Q0..Q5 through warpstore against loading whole columns");
+  p.common()
+      .positional("TABLE", "table directory (warpstore-taxigen)")
+      .option("layout", "NAME", "zone", "the table's layout, as generated (names the results: zone is plain)")
+      .option("queries", "LIST", "0,1,2,3,4,5", "queries run at --query-selectivity")
+      .option("query-selectivity", "F", "0.01", "fraction of trips selected for --queries")
+      .option("sweep", "LIST", "0.001,0.005,0.01,0.05,0.1,0.25,0.5", "selectivities Q5 is swept over")
+      .option("cache-bytes", "BYTES", "2G", "warpstore cache")
+      .option("line-size", "BYTES", "4K", "warpstore cache line size")
+      .option("distance-threads", "N", "8", "host controller service threads for the distance column")
+      .option("column-threads", "N", "2", "service threads for each further column")
+      .option("threads", "N", tools::hardware_threads(),
+              "CPU threads reading files")
+      .option("json", "PATH", std::string(WARPSTORE_SOURCE_DIR) + "/bench/results/apps.json",
+              "results file to merge into (\"\" for none)");
+  return tools::cli_main(p, "warpstore-taxi", argc, argv, [&](const wb::parsed_args& a) {
+    config c;
+    c.dir = a.positional("TABLE");
+    c.layout = taxi::to_string(taxi::parse_layout(a.str("layout")));
+    for (const std::string& q : a.list("queries")) {
+      const unsigned k = static_cast<unsigned>(wb::parse_size(q));
+      if (k > 5) throw wb::usage_error("--queries: Q" + q + " does not exist (0..5)");
+      c.queries.push_back(k);
+    }
+    c.query_selectivity = a.real("query-selectivity");
+    for (const std::string& s : a.list("sweep")) c.sweep.push_back(std::stod(s));
+    c.cache_bytes = a.size("cache-bytes");
+    c.line_size = static_cast<std::uint32_t>(a.size("line-size"));
+    c.distance_threads = static_cast<std::uint32_t>(a.count("distance-threads"));
+    c.column_threads = static_cast<std::uint32_t>(a.count("column-threads"));
+    c.threads = static_cast<unsigned>(std::max<std::uint64_t>(1, a.count("threads")));
+    c.json = a.str("json");
+    c.command = a.command_line();
+    return run(c);
+  });
+}

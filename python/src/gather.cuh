@@ -1,0 +1,86 @@
+// The gather bodies of the Python extension, written once for both targets:
+// nvcc compiles them into kernels (gather_gpu.cu), the host compiler into
+// std::thread lanes (gather_cpu.cpp). Elements are type-erased to words of
+// their size; a row of an [N, D] array is a span of words, read by one warp.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "warpstore/array.cuh"
+
+namespace warpstore::python {
+
+// An element (or a piece of a row) of N bytes: what a dtype is to the cache.
+template <std::size_t N>
+struct alignas(N) word {
+  unsigned char bytes[N];
+};
+
+// Calls f.template operator()<word<N>>() for n in {1, 2, 4, 8, 16}.
+template <class F>
+decltype(auto) with_word(std::size_t n, F&& f) {
+  switch (n) {
+    case 1: return f.template operator()<word<1>>();
+    case 2: return f.template operator()<word<2>>();
+    case 4: return f.template operator()<word<4>>();
+    case 8: return f.template operator()<word<8>>();
+    default: return f.template operator()<word<16>>();
+  }
+}
+
+// The positions of a batch whose index is out of range: the smallest one is
+// what the host reports. Starts at no_bad_position.
+inline constexpr std::uint64_t no_bad_position = ~std::uint64_t{0};
+
+// NumPy's rule: a negative index counts from the end.
+template <class I>
+WARPSTORE_HD bool resolve_index(I raw, std::uint64_t n, std::uint64_t& i) {
+  if constexpr (std::is_signed_v<I>) {
+    const std::int64_t v = static_cast<std::int64_t>(raw);
+    if (v < 0) {
+      if (static_cast<std::uint64_t>(-(v + 1)) >= n) return false;
+      i = n - static_cast<std::uint64_t>(-(v + 1)) - 1;
+      return true;
+    }
+  }
+  i = static_cast<std::uint64_t>(raw);
+  return i < n;
+}
+
+WARPSTORE_HD inline void note_bad_position(std::uint64_t* first_bad, std::uint64_t k) {
+  detail::device_atomic<std::uint64_t>(*first_bad).fetch_min(k, detail::memory_order_relaxed);
+}
+
+// Position k of a 1-D gather: out[k] = a[idx[k]]. Any subset of a warp's
+// lanes may call together (lanes of one line share its lookup).
+template <class W, class I>
+WARPSTORE_HD void gather_element(const array_ref<W>& a, const I* idx, W* out, std::uint64_t k,
+                                 std::uint64_t* first_bad) {
+  std::uint64_t i = 0;
+  if (!resolve_index(idx[k], a.size(), i)) {
+    note_bad_position(first_bad, k);
+    out[k] = W{};
+    return;
+  }
+  out[k] = a[i];
+}
+
+// Position k of a row gather: the calling lanes (a whole warp on the GPU,
+// one lane on the CPU) copy row idx[k], `row_words` words, to out row k.
+// Rows may span lines; read_span walks them.
+template <class W, class I>
+WARPSTORE_HD void gather_row(const array_ref<W>& a, std::uint64_t rows, std::uint64_t row_words,
+                             const I* idx, W* out, std::uint64_t k, std::uint64_t* first_bad) {
+  std::uint64_t r = 0;
+  W* dst = out + k * row_words;
+  if (!resolve_index(idx[k], rows, r)) {
+    if (detail::warp::lane() == detail::warp::first_lane(detail::warp::active_mask()))
+      note_bad_position(first_bad, k);
+    return;  // the host raises before anyone sees the row
+  }
+  a.read_span(r * row_words, row_words, dst);
+}
+
+}  // namespace warpstore::python

@@ -1,0 +1,229 @@
+// The nanobind extension: one source, built twice. _warpstore_cpu links the
+// CPU target (std::thread lanes, host memory); _warpstore_cuda the GPU one.
+// Tensors arrive by DLPack; the Python layer (warpstore/_array.py) allocates
+// outputs with the index tensor's own library, so nothing here knows PyTorch.
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/string.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "gather.cuh"
+#include "gather.h"
+#include "warpstore/runtime.h"
+
+namespace nb = nanobind;
+using namespace warpstore;
+using warpstore::python::erased_array;
+
+#ifndef WARPSTORE_PY_MODULE
+#error "WARPSTORE_PY_MODULE names the module (_warpstore_cpu or _warpstore_cuda)"
+#endif
+
+namespace {
+
+options make_options(std::uint64_t cache_bytes, std::uint32_t line_size,
+                     const std::string& controller, std::uint32_t threads,
+                     std::uint64_t timeout_ms) {
+  options o = options::from_environment();
+  o.cache_bytes = cache_bytes;
+  o.line_size = line_size;
+  o.controller = parse_controller(controller);
+  o.service_threads = threads;
+  o.timeout_ns = timeout_ms * 1'000'000ull;
+  o.validate();
+  return o;
+}
+
+nb::dict environment_settings() {
+  const options o = options::from_environment();
+  nb::dict d;
+  d["cache"] = o.cache_bytes;
+  d["line_size"] = o.line_size;
+  d["controller"] = std::string(to_string(o.controller));
+  d["threads"] = o.service_threads;
+  d["timeout_ms"] = o.timeout_ns / 1'000'000ull;
+  return d;
+}
+
+template <class Array>
+bool on_host(const Array& a) {
+  return a.device_type() == nb::device::cpu::value ||
+         a.device_type() == nb::device::cuda_host::value;
+}
+
+// An open array as Python sees it; close() frees the cache and stops the
+// controller before the object goes away.
+class py_array {
+ public:
+  py_array(const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
+           std::uint32_t word_bytes, std::uint64_t offset, const options& opts)
+      : path_(path),
+        device_(python::current_device()),
+        a_(std::make_unique<erased_array>(path, rows, row_bytes, word_bytes, offset, opts)) {}
+
+  void close() { a_.reset(); }
+  bool closed() const { return !a_; }
+  int device() const { return device_; }
+
+  // Gathers rows idx into out; returns the first position holding an
+  // out-of-range index, or -1.
+  std::int64_t gather(nb::ndarray<nb::c_contig> idx, nb::ndarray<nb::c_contig> out,
+                      std::uintptr_t stream) {
+    const erased_array& a = open_array();
+    if (idx.ndim() != 1) throw std::invalid_argument("indices must be one-dimensional");
+    const nb::dlpack::dtype t = idx.dtype();
+    if (t.code != static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int) ||
+        (t.bits != 32 && t.bits != 64) || t.lanes != 1)
+      throw nb::type_error("indices must be int32 or int64");
+    const std::uint64_t n = idx.shape(0);
+    if (out.nbytes() != n * a.row_bytes())
+      throw std::invalid_argument("output holds " + std::to_string(out.nbytes()) +
+                                  " bytes, the gather needs " + std::to_string(n * a.row_bytes()));
+    if (idx.device_type() != out.device_type() || idx.device_id() != out.device_id())
+      throw std::invalid_argument("indices and output must be on the same device");
+    if (reinterpret_cast<std::uintptr_t>(out.data()) % a.word_bytes() != 0)
+      throw std::invalid_argument("output is not aligned to " + std::to_string(a.word_bytes()) +
+                                  " bytes");
+    const std::uint32_t index_bytes = t.bits / 8;
+    std::uint64_t first_bad = python::no_bad_position;
+    if (n != 0) {
+      nb::gil_scoped_release release;
+      if (!runtime::gpu_build()) {
+        if (!on_host(idx))
+          throw std::invalid_argument(
+              "this is the CPU target: indices must be CPU tensors (GPU tensors need a GPU build "
+              "on a machine with a GPU)");
+        first_bad = a.gather(idx.data(), index_bytes, n, out.data(), 0);
+      } else if (on_host(idx)) {
+        first_bad = staged_gather(a, idx.data(), index_bytes, n, out.data());
+      } else if (idx.device_type() == nb::device::cuda::value) {
+        if (idx.device_id() != device_)
+          throw std::invalid_argument("indices are on cuda:" + std::to_string(idx.device_id()) +
+                                      ", the array's cache on cuda:" + std::to_string(device_));
+        first_bad = a.gather(idx.data(), index_bytes, n, out.data(), stream);
+      } else {
+        throw std::invalid_argument("indices must be on the CPU or a CUDA device");
+      }
+    }
+    return first_bad == python::no_bad_position ? -1 : static_cast<std::int64_t>(first_bad);
+  }
+
+  nb::dict stats() const {
+    const erased_array& a = open_array();
+    const cache_stats s = a.base().stats();
+    const controller_stats c = a.base().shared_controller()->stats();
+    nb::dict d;
+    d["hits"] = s.hits;
+    d["misses"] = s.misses;
+    d["evictions"] = s.evictions;
+    d["bytes"] = s.bytes_read;
+    d["retries"] = s.retries;
+    d["errors"] = s.errors;
+    d["hit_rate"] = s.hit_rate();
+    d["commands"] = c.commands;
+    d["controller"] = std::string(a.base().shared_controller()->name());
+    d["cache_bytes"] = a.base().cache().bytes();
+    d["line_size"] = a.base().cache().line_size();
+    return d;
+  }
+  void reset_stats() { open_array().base().cache().reset_stats(); }
+  // Drops every cached line: the next gather starts cold.
+  void clear_cache() { open_array().base().cache().clear(); }
+
+ private:
+  const erased_array& open_array() const {
+    if (!a_) throw std::invalid_argument(path_ + ": the array is closed");
+    return *a_;
+  }
+
+  // Host tensors on the GPU build: the indices go to the GPU and the rows
+  // come back, through buffers of this call.
+  static std::uint64_t staged_gather(const erased_array& a, const void* idx,
+                                     std::uint32_t index_bytes, std::uint64_t n, void* out) {
+    runtime::device_ptr<std::byte> d_idx(
+        static_cast<std::byte*>(runtime::alloc_device(n * index_bytes)));
+    runtime::device_ptr<std::byte> d_out(
+        static_cast<std::byte*>(runtime::alloc_device(n * a.row_bytes())));
+    runtime::copy_to_device(d_idx.get(), idx, n * index_bytes);
+    const std::uint64_t first_bad = a.gather(d_idx.get(), index_bytes, n, d_out.get(), 0);
+    if (first_bad == python::no_bad_position)
+      runtime::copy_to_host(out, d_out.get(), n * a.row_bytes());
+    return first_bad;
+  }
+
+  std::string path_;
+  int device_;
+  std::unique_ptr<erased_array> a_;
+};
+
+}  // namespace
+
+NB_MODULE(WARPSTORE_PY_MODULE, m) {
+  m.doc() = "warpstore extension (use the warpstore package, not this module)";
+  // Read failures become OSError(EIO, message, path): the message names the
+  // element, the LBA and the byte offset. Out-of-range indices recorded on the
+  // device (the Python layer checks them first) become IndexError.
+  nb::register_exception_translator([](const std::exception_ptr& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (const index_error& e) {
+      PyErr_SetString(PyExc_IndexError, e.what());
+    } catch (const io_error& e) {
+      const std::string msg = e.what();
+      const std::string path = msg.substr(0, msg.find(": "));
+      PyObject* args = Py_BuildValue("(iss)", EIO, msg.c_str(), path.c_str());
+      PyErr_SetObject(PyExc_OSError, args);
+      Py_XDECREF(args);
+    }
+  });
+
+  m.def("available", &python::target_available,
+        "True when this target can run here (a GPU is visible, or the CPU target)");
+  m.def("gpu_build", &runtime::gpu_build);
+  m.def("device_name", &runtime::device_name);
+  m.def("parse_size", [](const std::string& s) { return static_cast<std::uint64_t>(parse_size(s)); });
+  m.def("environment_settings", &environment_settings,
+        "Defaults (include/warpstore/settings.h) with WARPSTORE_* variables applied");
+  m.def("validate_settings",
+        [](std::uint64_t cache, std::uint32_t line, const std::string& ctl, std::uint32_t thr,
+           std::uint64_t timeout_ms) { make_options(cache, line, ctl, thr, timeout_ms); });
+
+  nb::class_<py_array>(m, "Array")
+      .def("__init__",
+           [](py_array* self, const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
+              std::uint32_t word_bytes, std::uint64_t offset, std::uint64_t cache,
+              std::uint32_t line, const std::string& ctl, std::uint32_t thr,
+              std::uint64_t timeout_ms) {
+             new (self) py_array(path, rows, row_bytes, word_bytes, offset,
+                                 make_options(cache, line, ctl, thr, timeout_ms));
+           })
+      .def("gather", &py_array::gather, nb::arg("idx"), nb::arg("out"), nb::arg("stream") = 0)
+      .def("stats", &py_array::stats)
+      .def("reset_stats", &py_array::reset_stats)
+      .def("clear_cache", &py_array::clear_cache)
+      .def("close", &py_array::close)
+      .def_prop_ro("closed", &py_array::closed)
+      .def_prop_ro("device", &py_array::device);
+
+#if WARPSTORE_PY_GPU
+  m.def(
+      "uva_gather",
+      [](nb::ndarray<nb::c_contig> src, nb::ndarray<std::int64_t, nb::ndim<1>, nb::c_contig> idx,
+         nb::ndarray<nb::c_contig> out, std::uint64_t row_bytes, std::uintptr_t stream) {
+        if (!on_host(src) || idx.device_type() != nb::device::cuda::value ||
+            out.device_type() != nb::device::cuda::value)
+          throw std::invalid_argument("uva_gather: pinned host source, CUDA indices and output");
+        if (out.nbytes() != idx.shape(0) * row_bytes)
+          throw std::invalid_argument("uva_gather: output size does not match");
+        nb::gil_scoped_release release;
+        python::uva_gather(src.data(), row_bytes, idx.data(), idx.shape(0), out.data(), stream);
+      },
+      nb::arg("src"), nb::arg("idx"), nb::arg("out"), nb::arg("row_bytes"), nb::arg("stream") = 0,
+      "Benchmark ceiling: rows of pinned host memory gathered by the GPU over UVA (no bounds "
+      "check: the caller's indices must be valid)");
+#endif
+}

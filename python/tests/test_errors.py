@@ -1,0 +1,91 @@
+"""Errors are loud, precise and of the Python type a user expects; nothing hangs."""
+import os
+
+import numpy as np
+import pytest
+
+import warpstore
+from conftest import SMALL, write
+
+
+def test_out_of_range_names_the_first_bad_index(features, controller):
+    path, data = features
+    with warpstore.open(path, "float32", (-1, 100), controller=controller, **SMALL) as a:
+        idx = np.array([1, 2, 20000, 5, 99999, -20001])
+        with pytest.raises(IndexError, match=r"index 20000 \(at position 2\) is out of range for 20000 rows"):
+            a[idx]
+        with pytest.raises(IndexError, match=r"index -20001 \(at position 0\)"):
+            a[[-20001, 3]]
+        with pytest.raises(IndexError, match="20000"):
+            a[20000]
+        # The array is still usable.
+        np.testing.assert_array_equal(a[[1, 2]], data[[1, 2]])
+
+
+def test_out_of_range_1d(features):
+    path, _ = features
+    with warpstore.open(path, "float32", **SMALL) as a:
+        with pytest.raises(IndexError, match=r"index 2000000 \(at position 1\)"):
+            a[np.array([0, 2_000_000], dtype=np.int32)]
+
+
+def test_out_of_range_torch(features):
+    torch = pytest.importorskip("torch")
+    path, _ = features
+    with warpstore.open(path, "float32", (-1, 100), **SMALL) as a:
+        with pytest.raises(IndexError, match=r"index 123456 \(at position 3\)"):
+            a[torch.tensor([0, 1, 2, 123456])]
+
+
+@pytest.mark.parametrize("bad", [np.array([1.0, 2.0]), np.array([True, False])])
+def test_non_integer_indices_are_type_errors(features, bad):
+    path, _ = features
+    with warpstore.open(path, "float32", (-1, 100), **SMALL) as a:
+        with pytest.raises(TypeError, match="integers"):
+            a[bad]
+        with pytest.raises(TypeError):
+            a[1, 2]
+
+
+def test_bad_dtype_shape_offset_and_mode(features, tmp_path):
+    path, _ = features
+    with pytest.raises(TypeError, match="dtype"):
+        warpstore.open(path, "object")
+    with pytest.raises(TypeError, match="dtype"):
+        warpstore.open(path, "not-a-dtype")
+    with pytest.raises(ValueError, match="needs 8000400 bytes"):
+        warpstore.open(path, "float32", (20001, 100))
+    with pytest.raises(ValueError, match="shape"):
+        warpstore.open(path, "float32", (100, -1))
+    with pytest.raises(ValueError, match="multiple of the 512"):
+        warpstore.open(path, "float32", (100, 100), offset=4)
+    with pytest.raises(ValueError, match="read-only"):
+        warpstore.open(path, "float32", mode="w")
+    with pytest.raises(ValueError, match="controller"):
+        warpstore.open(path, "float32", controller="nvme")
+    with pytest.raises(ValueError, match="line_size"):
+        warpstore.open(path, "float32", line_size=1000)
+    with pytest.raises(FileNotFoundError):
+        warpstore.open(tmp_path / "missing.bin", "float32")
+
+
+def test_closed_array(features):
+    path, _ = features
+    a = warpstore.open(path, "float32", **SMALL)
+    a.close()
+    assert a.closed
+    with pytest.raises(ValueError, match="closed"):
+        a[[0]]
+
+
+def test_read_failure_is_an_os_error_with_path_and_offset(tmp_path):
+    data = np.random.default_rng(0).standard_normal((4096, 256)).astype(np.float32)
+    path = write(tmp_path / "shrinks.f32", data)
+    with warpstore.open(path, "float32", (4096, 256), cache="256KiB", threads=2,
+                        controller="host") as a:
+        np.testing.assert_array_equal(a[[0]], data[[0]])
+        os.truncate(path, 4096)  # the file shrinks under the array
+        with pytest.raises(OSError) as e:
+            a[[4000]]
+        assert e.value.filename == path
+        assert "byte " + str(4000 * 1024) in str(e.value)

@@ -1,0 +1,104 @@
+"""Gathers return exactly what the file holds, for every dtype, shape and index kind."""
+import numpy as np
+import pytest
+
+import warpstore
+from conftest import SMALL, write
+
+
+def test_rows_match_the_file(features, controller):
+    path, data = features
+    idx = np.random.default_rng(1).integers(0, len(data), 30000)
+    with warpstore.open(path, np.float32, (-1, 100), controller=controller, **SMALL) as a:
+        assert len(a) == 20000 and a.shape == (20000, 100) and a.dtype == np.float32
+        got = a.gather(idx)
+        assert got.shape == (30000, 100) and got.dtype == np.float32
+        np.testing.assert_array_equal(got, data[idx])
+        s = a.stats()
+        assert s["misses"] > 0 and s["evictions"] > 0 and s["errors"] == 0
+        assert 0 < s["bytes"] <= s["misses"] * 4096
+        assert s["controller"] == controller
+
+
+def test_elements_of_a_1d_array(features, controller):
+    path, data = features
+    flat = data.reshape(-1)
+    idx = np.random.default_rng(2).integers(0, flat.size, 50000).astype(np.int32)
+    with warpstore.open(path, "float32", controller=controller, **SMALL) as a:
+        assert a.shape == (flat.size,)
+        np.testing.assert_array_equal(a[idx], flat[idx])
+
+
+def test_warm_gather_hits(features):
+    path, data = features
+    idx = np.arange(0, 2000, 3)
+    with warpstore.open(path, "float32", (20000, 100), cache="4MiB", threads=2) as a:
+        np.testing.assert_array_equal(a[idx], data[idx])
+        a.reset_stats()
+        np.testing.assert_array_equal(a[idx], data[idx])
+        s = a.stats()
+        assert s["misses"] == 0 and s["hits"] > 0
+        a.clear_cache()
+        a.reset_stats()
+        np.testing.assert_array_equal(a[idx], data[idx])
+        assert a.stats()["misses"] > 0
+
+
+@pytest.mark.parametrize("dtype,row", [("int8", 5), ("float16", 3), ("float32", 3), ("int64", 1),
+                                       ("float64", 700), ("complex128", 2), ("uint8", 4096),
+                                       ("float32", 1500)])
+def test_dtypes_and_rows_that_span_lines(tmp_path, dtype, row, controller):
+    # 700 float64 = 5600 B and 1500 float32 = 6000 B rows span 4 KiB lines;
+    # odd rows use 1-, 2- and 4-byte words.
+    rng = np.random.default_rng(3)
+    n = 3000
+    data = (rng.standard_normal((n, row)) * 100).astype(dtype)
+    path = write(tmp_path / "a.bin", data)
+    idx = rng.integers(0, n, 4000)
+    with warpstore.open(path, dtype, (n, row), cache="512KiB", threads=2,
+                        controller=controller) as a:
+        np.testing.assert_array_equal(a[idx], data[idx])
+
+
+def test_index_shapes_negative_indices_slices_and_integers(features):
+    path, data = features
+    with warpstore.open(path, "float32", (-1, 100), **SMALL) as a:
+        idx = np.array([[0, -1], [5, -20000]])
+        np.testing.assert_array_equal(a[idx], data[idx])
+        np.testing.assert_array_equal(a[[3, 1, 4]], data[[3, 1, 4]])
+        np.testing.assert_array_equal(a[100:200], data[100:200])
+        np.testing.assert_array_equal(a[-10::3], data[-10::3])
+        np.testing.assert_array_equal(a[7], data[7])
+        np.testing.assert_array_equal(a[np.int64(-2)], data[-2])
+        np.testing.assert_array_equal(a[np.array([], dtype=np.int64)], data[[]])
+        np.testing.assert_array_equal(a[np.array([9, 8], dtype=np.uint16)], data[[9, 8]])
+
+
+def test_offset(tmp_path):
+    data = np.arange(10000, dtype=np.int64)
+    path = write(tmp_path / "o.bin", data, offset=1024)
+    with warpstore.open(path, np.int64, offset=1024, **SMALL) as a:
+        assert len(a) == 10000
+        np.testing.assert_array_equal(a[[0, 9999, 4096]], data[[0, 9999, 4096]])
+
+
+def test_torch_tensors(features):
+    torch = pytest.importorskip("torch")
+    path, data = features
+    idx = torch.randint(0, 20000, (5000,), generator=torch.Generator().manual_seed(0))
+    with warpstore.open(path, torch.float32, (-1, 100), **SMALL) as a:
+        assert a.dtype == torch.float32
+        for t in (idx, idx.int(), idx.reshape(50, 100), idx[::2]):
+            got = a[t]
+            assert isinstance(got, torch.Tensor) and got.device == t.device
+            assert got.dtype == torch.float32 and got.shape == tuple(t.shape) + (100,)
+            assert torch.equal(got, torch.from_numpy(data[t.numpy()]))
+
+
+def test_torch_bfloat16(tmp_path):
+    torch = pytest.importorskip("torch")
+    t = torch.randn(4000, 64).to(torch.bfloat16)
+    path = write(tmp_path / "b.bin", t.view(torch.int16).numpy())
+    with warpstore.open(path, torch.bfloat16, (4000, 64), **SMALL) as a:
+        idx = torch.tensor([3999, 0, 17])
+        assert torch.equal(a[idx], t[idx])

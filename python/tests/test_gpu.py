@@ -1,0 +1,76 @@
+"""CUDA tensors: results land on the index tensor's device and stream (run where a GPU is)."""
+import numpy as np
+import pytest
+
+import warpstore
+from conftest import write
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture
+def big(tmp_path):
+    """64 MiB of rows of 4 KiB (1024 float32), 16x a 4 MiB cache."""
+    data = np.random.default_rng(11).standard_normal((16384, 1024)).astype(np.float32)
+    return write(tmp_path / "big.f32", data), data
+
+
+def test_cuda_indices_give_cuda_results(big, controller):
+    import torch
+
+    path, data = big
+    idx = torch.randint(0, 16384, (100000,), device="cuda", generator=torch.Generator("cuda").manual_seed(1))
+    with warpstore.open(path, torch.float32, (-1, 1024), cache="4MiB", controller=controller) as a:
+        assert a.device == "cuda:0"
+        got = a[idx]
+        assert got.is_cuda and got.shape == (100000, 1024)
+        assert torch.equal(got.cpu(), torch.from_numpy(data[idx.cpu().numpy()]))
+        s = a.stats()
+        assert s["evictions"] > 0 and s["errors"] == 0
+
+
+def test_elements_and_odd_rows_on_the_gpu(tmp_path, controller):
+    import torch
+
+    rng = np.random.default_rng(5)
+    for dtype, row in (("float32", 1), ("int8", 5), ("float64", 700), ("float16", 3)):
+        data = (rng.standard_normal((6000, row)) * 50).astype(dtype)
+        path = write(tmp_path / f"{dtype}{row}.bin", data)
+        idx = torch.from_numpy(rng.integers(0, 6000, 20000)).cuda()
+        with warpstore.open(path, dtype, (6000, row), cache="1MiB", controller=controller) as a:
+            got = a[idx].cpu().numpy()
+            np.testing.assert_array_equal(got, data[idx.cpu().numpy()])
+
+
+def test_results_follow_the_current_stream(big):
+    import torch
+
+    path, data = big
+    s = torch.cuda.Stream()
+    with warpstore.open(path, "float32", (-1, 1024), cache="4MiB") as a, torch.cuda.stream(s):
+        idx = torch.arange(0, 16384, 7, device="cuda")  # made on s
+        got = a[idx] * 2  # gathered on s, used on s
+        s.synchronize()
+        assert torch.equal(got.cpu(), torch.from_numpy(data[::7] * 2))
+
+
+def test_cpu_indices_on_the_gpu_build(big):
+    import torch
+
+    path, data = big
+    with warpstore.open(path, "float32", (-1, 1024), cache="4MiB") as a:
+        got = a[torch.tensor([5, 16383, 0])]
+        assert got.device.type == "cpu"
+        assert torch.equal(got, torch.from_numpy(data[[5, 16383, 0]]))
+        np.testing.assert_array_equal(a[10:20], data[10:20])
+
+
+def test_out_of_range_on_the_gpu(big):
+    import torch
+
+    path, _ = big
+    with warpstore.open(path, "float32", (-1, 1024), cache="4MiB") as a:
+        idx = torch.arange(0, 100000, device="cuda")
+        with pytest.raises(IndexError, match=r"index 16384 \(at position 16384\)"):
+            a[idx]
+        assert a[torch.tensor([1], device="cuda")].is_cuda  # still usable

@@ -1,0 +1,273 @@
+"""Storage-backed arrays for Python: ``warpstore.open`` and ``Array``."""
+import math
+import os
+import sys
+
+import numpy as np
+
+from . import settings as _settings
+from ._backend import backend as _backend
+
+# dtype name -> bytes per element (bfloat16 exists in PyTorch only)
+_ITEMSIZE = {
+    "bool": 1, "int8": 1, "uint8": 1, "int16": 2, "uint16": 2, "float16": 2, "bfloat16": 2,
+    "int32": 4, "uint32": 4, "float32": 4, "int64": 8, "uint64": 8, "float64": 8,
+    "complex64": 8, "complex128": 16,
+}
+
+
+def _dtype_name(dtype):
+    """'float32' for np.float32, 'float32', torch.float32, np.dtype('f4')."""
+    if type(dtype).__module__ == "torch" or str(dtype).startswith("torch."):
+        name = str(dtype).split(".", 1)[1]
+    elif isinstance(dtype, str) and dtype == "bfloat16":
+        name = dtype
+    else:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            raise TypeError(f"not a dtype: {dtype!r}") from None
+    if name not in _ITEMSIZE:
+        raise TypeError(f"unsupported dtype {name}; supported: {', '.join(_ITEMSIZE)}")
+    return name
+
+
+def _word_bytes(row_bytes):
+    """The widest word (a power of two up to 16 bytes) a row divides into."""
+    w = 16
+    while row_bytes % w:
+        w //= 2
+    return w
+
+
+def _framework(idx):
+    mod = type(idx).__module__.split(".")[0]
+    if mod == "torch":
+        return "torch"
+    if mod == "cupy":
+        return "cupy"
+    return "numpy"
+
+
+class Array:
+    """A file-backed array read through a warpstore cache.
+
+    Made by :func:`warpstore.open`. ``gather(idx)`` (or ``arr[idx]``) reads
+    elements of a 1-D array or rows of an ``[N, ...]`` array; results land on
+    the index tensor's device (and, for CUDA tensors, its current stream).
+    Integers and slices return NumPy arrays. Close it (or use ``with``) to
+    free the cache and stop the controller's threads.
+    """
+
+    def __init__(self, path, dtype, shape, *, cache, line_size, controller, threads, deadline,
+                 offset, backend):
+        self._path = path
+        self._dtype_name = _dtype_name(dtype)
+        self._dtype = dtype
+        self._shape = tuple(shape)
+        self._row_shape = self._shape[1:]
+        self._row_bytes = _ITEMSIZE[self._dtype_name] * math.prod(self._row_shape)
+        self._backend = _backend(backend)
+        self._impl = self._backend.Array(
+            path, self._shape[0], self._row_bytes, _word_bytes(self._row_bytes), offset, cache,
+            line_size, controller, threads, max(1, int(round(deadline * 1000))))
+
+    # -- what it is ------------------------------------------------------
+    @property
+    def shape(self):
+        return self._shape
+
+    @property
+    def dtype(self):
+        """The dtype as given to open() (a NumPy dtype unless a torch dtype was given)."""
+        if type(self._dtype).__module__ == "torch":
+            return self._dtype
+        return np.dtype(self._dtype_name) if self._dtype_name != "bfloat16" else "bfloat16"
+
+    @property
+    def path(self):
+        return self._path
+
+    @property
+    def ndim(self):
+        return len(self._shape)
+
+    @property
+    def device(self):
+        """Where the cache lives: 'cuda:N' or 'cpu' (the CPU target)."""
+        d = self._impl.device
+        return "cpu" if d < 0 else f"cuda:{d}"
+
+    @property
+    def closed(self):
+        return self._impl.closed
+
+    def __len__(self):
+        return self._shape[0]
+
+    def __repr__(self):
+        state = "closed" if self.closed else self.device
+        return f"warpstore.Array({self._path!r}, {self._dtype_name}, shape={self._shape}, {state})"
+
+    # -- reading ---------------------------------------------------------
+    def gather(self, idx):
+        """Rows (or elements) ``idx`` of the array, on idx's device.
+
+        idx: a PyTorch/CuPy/NumPy integer tensor of any shape (or a list); the
+        result has shape ``idx.shape + shape[1:]``. Negative indices count
+        from the end. Raises IndexError naming the first index out of range,
+        OSError (with the path and byte offset) when a read fails, TypeError
+        for non-integer indices.
+        """
+        kind = _framework(idx)
+        if kind == "torch":
+            return self._gather_torch(idx)
+        if kind == "cupy":
+            return self._gather_cupy(idx)
+        return self._gather_numpy(idx)
+
+    def __getitem__(self, key):
+        if isinstance(key, slice):
+            return self._gather_numpy(np.arange(*key.indices(len(self)), dtype=np.int64))
+        if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
+            return self._gather_numpy(np.array([int(key)], dtype=np.int64))[0]
+        if isinstance(key, tuple):
+            raise TypeError("index with one tensor, slice or integer (row gathers take whole rows)")
+        return self.gather(key)
+
+    def stats(self):
+        """Cache and controller counters: hits, misses, evictions, bytes (read from storage), ..."""
+        return dict(self._impl.stats())
+
+    def reset_stats(self):
+        self._impl.reset_stats()
+
+    def clear_cache(self):
+        """Drops every cached line: the next gather starts cold."""
+        self._impl.clear_cache()
+
+    def close(self):
+        """Frees the cache and stops the controller; later reads raise ValueError."""
+        self._impl.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    # -- per framework ---------------------------------------------------
+    def _run(self, idx, out, stream, lookup):
+        pos = self._impl.gather(idx, out, stream)
+        if pos >= 0:
+            raise IndexError(f"{self._path}: index {lookup(pos)} (at position {pos}) is out of "
+                             f"range for {len(self)} rows")
+
+    def _gather_numpy(self, idx):
+        a = np.asarray(idx)
+        if a.dtype.kind == "u":
+            if a.size and a.max() > np.iinfo(np.int64).max:
+                raise IndexError(f"{self._path}: index {a.max()} is out of range for {len(self)} rows")
+            a = a.astype(np.int64)
+        elif a.dtype.kind != "i":
+            raise TypeError(f"indices must be integers, got {a.dtype}")
+        if a.dtype.itemsize not in (4, 8):
+            a = a.astype(np.int64)
+        flat = np.ascontiguousarray(a.reshape(-1))
+        if self._dtype_name == "bfloat16":
+            raise TypeError("bfloat16 results need PyTorch index tensors")
+        out = np.empty((flat.size,) + self._row_shape, dtype=self._dtype_name)
+        self._run(flat, out.reshape(-1).view(np.uint8) if out.size else out, 0, lambda p: int(flat[p]))
+        return out.reshape(a.shape + self._row_shape)
+
+    def _gather_torch(self, idx):
+        import torch
+
+        if idx.dtype in (torch.bool,) or idx.is_floating_point() or idx.is_complex():
+            raise TypeError(f"indices must be integers, got {idx.dtype}")
+        if idx.dtype not in (torch.int32, torch.int64):
+            idx = idx.to(torch.int64)
+        flat = idx.reshape(-1).contiguous()
+        out = torch.empty((flat.numel(),) + self._row_shape, dtype=getattr(torch, self._dtype_name),
+                          device=flat.device)
+        stream = torch.cuda.current_stream(flat.device).cuda_stream if flat.is_cuda else 0
+        view = out.reshape(-1).view(torch.uint8) if out.numel() else out
+        self._run(flat.detach(), view, stream, lambda p: int(flat[p]))
+        return out.reshape(tuple(idx.shape) + self._row_shape)
+
+    def _gather_cupy(self, idx):
+        import cupy
+
+        if idx.dtype.kind not in "iu":
+            raise TypeError(f"indices must be integers, got {idx.dtype}")
+        if idx.dtype not in (cupy.int32, cupy.int64):
+            idx = idx.astype(cupy.int64)
+        flat = cupy.ascontiguousarray(idx.reshape(-1))
+        out = cupy.empty((flat.size,) + self._row_shape, dtype=self._dtype_name)
+        self._run(flat, out.reshape(-1).view(cupy.uint8) if out.size else out,
+                  cupy.cuda.get_current_stream().ptr, lambda p: int(flat[p]))
+        return out.reshape(idx.shape + self._row_shape)
+
+
+def _resolve_shape(path, dtype_name, shape, offset):
+    itemsize = _ITEMSIZE[dtype_name]
+    size = os.path.getsize(path)
+    if size < offset:
+        raise ValueError(f"{path}: offset {offset} is past the end of the file ({size} bytes)")
+    if shape is None:
+        shape = (-1,)
+    elif isinstance(shape, (int, np.integer)):
+        shape = (int(shape),)
+    shape = tuple(int(s) for s in shape)
+    if not shape or any(s == 0 or s < -1 for s in shape) or -1 in shape[1:]:
+        raise ValueError(f"shape must be positive sizes (the first may be -1: as many rows as "
+                         f"fit), got {shape}")
+    row_bytes = itemsize * math.prod(shape[1:])
+    if shape[0] == -1:
+        shape = ((size - offset) // row_bytes,) + shape[1:]
+        if shape[0] == 0:
+            raise ValueError(f"{path}: not one row of {row_bytes} bytes fits after offset {offset}")
+    need = offset + shape[0] * row_bytes
+    if need > size:
+        raise ValueError(f"{path}: shape {shape} of {dtype_name} at offset {offset} needs {need} "
+                         f"bytes, the file has {size}")
+    return shape
+
+
+def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None, threads=None,
+         deadline=None, offset=0, mode="r", backend=None):  # noqa: A001 (mirrors builtins.open)
+    """Opens `path` as an array of `dtype` and `shape` read through a cache.
+
+    path: a file (or block device); its bytes from `offset` are the array in
+        C order. `offset` must be a multiple of 512.
+    dtype: NumPy or PyTorch dtype, or its name ('float32').
+    shape: N (1-D), or (N, D, ...) for row gathers; N may be -1 (as many rows
+        as the file holds); None: 1-D over the whole file.
+    cache, line_size, controller, threads, deadline: override
+        ``warpstore.settings`` (whose defaults come from the WARPSTORE_*
+        environment variables and include/warpstore/settings.h). cache and
+        line_size take bytes or strings like "2GiB"; controller is "host"
+        (io_uring service threads reading the file) or "memory" (the file in
+        pinned host memory, read by the GPU); deadline is in seconds.
+    mode: "r" only (arrays are read-only for now).
+    backend: "cpu", "cuda" or "auto" (WARPSTORE_BACKEND; auto: CUDA where a
+        GPU is visible).
+    """
+    if mode != "r":
+        raise ValueError(f"mode {mode!r} is not supported: warpstore arrays are read-only "
+                         "for now (mode='r')")
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(2, "No such file or directory", path)
+    name = _dtype_name(dtype)
+    if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
+        raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
+    shape = _resolve_shape(path, name, shape, int(offset))
+    s = _settings.as_dict()
+    given = {"cache": cache, "line_size": line_size, "controller": controller, "threads": threads,
+             "deadline": deadline}
+    for k, v in given.items():
+        if v is not None:
+            s[k] = _settings._normalize(k, v)
+    return Array(path, dtype, shape, offset=int(offset), backend=backend, **s)

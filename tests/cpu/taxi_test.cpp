@@ -1,0 +1,114 @@
+// The taxi table (tools/taxi/taxi.h) and queries Q0..Q5 on the CPU target
+// (apps/taxi/query.cuh), through warpstore arrays and plain columns, checked
+// against the CPU answers.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+
+#include "apps/graph/launch.h"
+#include "apps/taxi/query.cuh"
+#include "tools/graph/csr.h"
+#include "tools/taxi/taxi.h"
+#include "warpstore/array.cuh"
+
+using namespace warpstore;
+
+namespace {
+
+class TaxiTable : public ::testing::Test {
+ protected:
+  static constexpr std::uint64_t rows = 3 * taxi::rows_per_zone + 1000;  // a partial last line
+  void SetUp() override {
+    const char* dir = std::getenv("TMPDIR");
+    dir_ = std::string(dir ? dir : "/tmp") + "/warpstore-taxi-" + std::to_string(::getpid());
+    taxi::write_table(dir_, rows, 7, taxi::layout::zone, 4);
+    cols_.assign(taxi::columns.size(), std::vector<float>(rows));
+    for (unsigned c = 0; c < cols_.size(); ++c)
+      graph::read_file_range(taxi::column_path(dir_, c), 0, rows * 4, cols_[c].data(), 2);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  std::string dir_;
+  std::vector<std::vector<float>> cols_;
+};
+
+}  // namespace
+
+TEST_F(TaxiTable, FilesHoldTheGenerator) {
+  EXPECT_EQ(taxi::table_rows(dir_), rows);
+  for (std::uint64_t r : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{65535}, std::uint64_t{65536}, rows - 1}) {
+    const taxi::trip t = taxi::make_trip(r, 7, taxi::layout::zone);
+    for (unsigned c = 0; c < cols_.size(); ++c) EXPECT_EQ(cols_[c][r], t.column(c)) << r << " " << c;
+  }
+  for (std::uint64_t r = 0; r < rows; r += 997) {
+    EXPECT_GT(cols_[0][r], 0.0f);
+    EXPECT_LE(cols_[0][r], 30.0f);
+    EXPECT_GE(cols_[1][r], 3.0f);  // fare
+  }
+}
+
+TEST(TaxiLayout, ZoneClustersLongTripsShuffledScattersThem) {
+  // Long trips (> 12 miles) only come from airport zones: in the zone layout
+  // they fill whole runs of rows, in the shuffled one they are everywhere.
+  const std::uint64_t n = 64 * taxi::rows_per_zone;
+  auto lines_with_long_trips = [&](taxi::layout l) {
+    std::uint64_t lines = 0, total = 0;
+    for (std::uint64_t line = 0; line < n / 1024; line += 7, ++total) {
+      bool any = false;
+      for (std::uint64_t r = line * 1024; r < (line + 1) * 1024 && !any; ++r)
+        any = taxi::make_trip(r, 1, l).distance > 12.0f;
+      lines += any;
+    }
+    return static_cast<double>(lines) / static_cast<double>(total);
+  };
+  EXPECT_LT(lines_with_long_trips(taxi::layout::zone), 0.1);
+  EXPECT_GT(lines_with_long_trips(taxi::layout::shuffled), 0.9);
+}
+
+TEST_F(TaxiTable, QueriesThroughWarpstoreMatchTheCpu) {
+  options o;
+  // A quarter of the table (4.7 MB). Each lane keeps its distance line pinned
+  // while it reads the other columns: with 16 ways no set can fill with pins.
+  o.cache_bytes = 1 << 20;
+  o.line_size = 4096;
+  o.ways = 16;
+  o.service_threads = 1;
+  o.queue_pairs = 2;
+  o.queue_depth = 16;
+  o.direct = direct_io::off;
+  o.timeout_ns = 30'000'000'000ull;
+  auto c = std::make_shared<cache>(o);
+  std::vector<std::unique_ptr<array<float>>> arrays;
+  apps::taxi_query<apps::store_column> q{};
+  apps::taxi_query<apps::plain_column> plain{};
+  for (unsigned col = 0; col < taxi::columns.size(); ++col) {
+    arrays.push_back(std::make_unique<array<float>>(c, make_controller(taxi::column_path(dir_, col), o), rows, 0, o));
+    q.cols[col].data = arrays.back()->ref();
+    plain.cols[col].data = cols_[col].data();
+  }
+  apps::cpu_launch launch{8};
+  for (unsigned k : {0u, 1u, 3u, 5u})
+    for (double sel : {0.005, 0.3}) {
+      const float threshold = taxi::threshold_for(cols_[0], sel);
+      const taxi::answer want = taxi::cpu_query(cols_, k, threshold, 3);
+      ASSERT_GT(want.count, 0u);
+      for (int which = 0; which < 2; ++which) {
+        double sums[3] = {0, 0, 0};
+        if (which == 0) {
+          q.k = k, q.threshold = threshold, q.rows = rows, q.chunk = 1024, q.sums = sums;
+          launch(q);
+        } else {
+          plain.k = k, plain.threshold = threshold, plain.rows = rows, plain.chunk = 1000, plain.sums = sums;
+          launch(plain);
+        }
+        EXPECT_EQ(static_cast<std::uint64_t>(sums[0]), want.count) << "Q" << k << " sel " << sel << " " << which;
+        EXPECT_NEAR(sums[1], want.sum_distance, 1e-9 * want.sum_distance);
+        EXPECT_NEAR(sums[2], want.sum_ratio, 1e-9 * want.sum_ratio + 1e-12);
+      }
+    }
+  for (auto& a : arrays) a->check();
+  EXPECT_GT(c->stats().evictions, 0u);
+}
