@@ -48,6 +48,9 @@ void run_array(const parsed_args& args, report& out);
 // The I/O-methods comparison, every way of getting file bytes to the GPU (iomethods_bench.cu).
 void declare_iomethods(command_spec& cmd);
 void run_iomethods(const parsed_args& args, report& out);
+// Write-heavy vector add against a tiled pread/copy/pwrite loop (write_bench.cu).
+void declare_writes(command_spec& cmd);
+void run_writes(const parsed_args& args, report& out);
 
 // ---- shared pieces (bench_setup.cu) ---------------------------------------------
 

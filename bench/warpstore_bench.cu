@@ -30,6 +30,8 @@ const subcommand subcommands[] = {
      run_array},
     {"iomethods", "I/O-methods comparison: io_uring, pread, mmap, unified memory, cuFile, warpstore",
      declare_iomethods, run_iomethods},
+    {"writes", "write-heavy vector add through the cache vs a tiled pread/copy/pwrite loop",
+     declare_writes, run_writes},
 };
 
 constexpr int exit_ok = 0, exit_error = 1, exit_usage = 2, exit_mismatch = 3;

@@ -16,7 +16,9 @@ std::string describe(nvme::status st) {
              : c == nvme::sc::data_transfer_error ? "data transfer error"
              : c == nvme::sc::internal_error   ? "internal error"
              : c == nvme::sc::abort_requested  ? "abort requested"
-             : c == 0x0B                       ? "invalid namespace"
+             : c == nvme::sc::invalid_namespace ? "invalid namespace"
+             : c == nvme::sc::namespace_write_protected
+                 ? "namespace is write protected (file opened read-only)"
              : c == nvme::sc::lba_out_of_range ? "LBA out of range"
                                                : "generic error";
       break;

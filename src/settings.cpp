@@ -82,6 +82,8 @@ options options::from_environment() {
     o.timeout_ns = parse_uint("WARPSTORE_TIMEOUT_MS", v) * 1'000'000ull;
   if (const char* v = env("WARPSTORE_BOUNDS_CHECK"))
     o.bounds_check = parse_uint("WARPSTORE_BOUNDS_CHECK", v) != 0;
+  if (const char* v = env("WARPSTORE_WRITABLE"))
+    o.writable = parse_uint("WARPSTORE_WRITABLE", v) != 0;
   return o;
 }
 

@@ -5,6 +5,9 @@
 //   warpstore::array<float> a("/data/features.bin", n);   // host
 //   kernel<<<g, b>>>(a.ref());                              // x = ref[i] on the GPU
 //   a.check();                                              // raises what a kernel hit
+//
+// Writes (options::writable): ref.store(i, v) / write_span on the GPU, then
+// a.flush() on the host makes them durable.
 #pragma once
 
 #include <cstdint>
@@ -27,6 +30,11 @@ class array_base {
   array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<controller> ctl,
              std::uint64_t count, std::uint64_t byte_offset, std::uint32_t elem_size,
              const options& opts);
+  // Flushes what the array wrote (best effort: errors are lost here; call
+  // flush() to see them), so no dirty line outlives its controller.
+  ~array_base();
+  array_base(array_base&&) = default;  // the moved-from array flushes nothing
+  array_base& operator=(array_base&&) = delete;
 
   std::uint64_t size() const { return count_; }
   std::uint64_t byte_offset() const { return byte_offset_; }
@@ -39,6 +47,15 @@ class array_base {
   // through this array since the last check, then clears it. Also raises if
   // the controller itself failed.
   void check() const;
+  // Returns once every dirty line of this array is written and durable:
+  // writes them back (a kernel over the cache, between kernels: nothing of
+  // this array may be pinned), sends a FLUSH through the queues (host
+  // controller: fdatasync), and has the controller make what it holds
+  // durable (memory controller: dirty chunks to the file, fdatasync). Then
+  // raises what failed, like check().
+  void flush();
+  // Whether the backing file was opened read-write (options::writable).
+  bool writable() const { return controller_->file().writable(); }
 
  protected:
   template <class T>
@@ -56,6 +73,7 @@ class array_base {
     r.source = source_;
     r.elems_per_line_log2 = elems_per_line_log2_;
     r.bounds_check = bounds_check_;
+    r.writable = controller_->file().writable();
     return r;
   }
 

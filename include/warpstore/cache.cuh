@@ -13,11 +13,19 @@
 //    re-check the tag, pick a victim by clock (reference bit gives a second
 //    chance; pinned, busy and dirty lines are skipped), claim it busy with the
 //    group's pins in one CAS, write the new tag, unlock, fill, publish valid.
+//  - Write: a pinned line is written in place and marked dirty before the pin
+//    goes back. A set with no clean victim hands one dirty line of the
+//    source to the caller for write-back instead: claimed busy (its
+//    tag stays, so readers of it wait rather than read the file's stale
+//    bytes), the lock released, the caller writes it with a WRITE command and
+//    clears busy and dirty. Many warps write back at once and nobody holds a
+//    lock across the I/O, so a write-heavy kernel overlaps its write-backs.
 #pragma once
 
 #include <cstdint>
 
 #include "warpstore/detail/platform.cuh"
+#include "warpstore/io.cuh"
 #include "warpstore/nvme.h"
 #include "warpstore/runtime.h"
 #include "warpstore/settings.h"
@@ -47,11 +55,22 @@ enum class acquire_kind : std::uint32_t {
   hit,    // pinned a valid line
   fill,   // claimed a line, pinned and busy: the caller must fill and publish it
   retry,  // nothing held; try again (line being filled, set locked, no victim)
+  write_back,  // claimed a dirty line (key old_key) busy, no pins: the caller
+               // writes it and calls finish_write_back, then tries again
+};
+
+// Where the lines of one source (an array) live in storage: what any warp
+// needs to write back a dirty line of it, whichever array it is serving.
+struct cache_source {
+  io_ref io;
+  std::uint64_t first_block;  // logical block of the array's byte 0
+  std::uint64_t end_block;    // one past the last block of the backing file
 };
 
 struct acquire_result {
   std::uint32_t slot;
   acquire_kind kind;
+  std::uint64_t old_key = 0;
 };
 
 struct cache_ref {
@@ -61,6 +80,7 @@ struct cache_ref {
   std::uint32_t* set_locks;   // [num_sets]
   std::uint32_t* set_hands;   // [num_sets] clock hands
   cache_counters* counters;   // [counter_shards]
+  cache_source* sources;      // [max_sources], by source id
   std::uint32_t num_lines;
   std::uint32_t ways;
   std::uint32_t num_sets;     // power of two
@@ -71,6 +91,12 @@ struct cache_ref {
   // Key of line `line` of source `source`; never 0.
   WARPSTORE_HD static std::uint64_t key(std::uint32_t source, std::uint64_t line) {
     return (static_cast<std::uint64_t>(source) << 48) | (line + 1);
+  }
+  WARPSTORE_HD static std::uint32_t source_of(std::uint64_t k) {
+    return static_cast<std::uint32_t>(k >> 48);
+  }
+  WARPSTORE_HD static std::uint64_t line_of(std::uint64_t k) {
+    return (k & ((std::uint64_t{1} << 48) - 1)) - 1;
   }
 
   WARPSTORE_HD std::byte* line_data(std::uint32_t slot) const {
@@ -130,11 +156,16 @@ struct cache_ref {
       return {0, acquire_kind::retry};
     }
     const std::uint32_t hand = set_hands[set];
+    std::uint32_t dirty_way = ways;  // a line to write back if no clean victim turns up
     for (std::uint32_t step = 0; step < 2 * ways; ++step) {
       const std::uint32_t w = (hand + step) % ways;
       const std::uint32_t i = base + w;
       std::uint32_t s = state(i).load(detail::memory_order_relaxed);
-      if ((s & (line_state::pins | line_state::busy | line_state::dirty)) != 0) continue;
+      if ((s & (line_state::pins | line_state::busy)) != 0) continue;
+      if ((s & line_state::dirty) != 0) {
+        if (dirty_way == ways) dirty_way = w;
+        continue;
+      }
       if ((s & line_state::referenced) != 0 && step < ways) {  // second chance
         state(i).fetch_and(~line_state::referenced, detail::memory_order_relaxed);
         continue;
@@ -151,14 +182,63 @@ struct cache_ref {
       count(&cache_counters::misses);
       return {i, acquire_kind::fill};
     }
+    if (dirty_way < ways) {
+      const std::uint32_t i = base + dirty_way;
+      std::uint64_t old_key = 0;
+      const bool claimed = claim_dirty(i, old_key);
+      set_hands[set] = (dirty_way + 1) % ways;
+      lock.store(0, detail::memory_order_release);
+      if (claimed) return {i, acquire_kind::write_back, old_key};
+      return {0, acquire_kind::retry};
+    }
     lock.store(0, detail::memory_order_release);
     return {0, acquire_kind::retry};  // every way pinned or busy
   }
 
-  // After a fill: publish the line valid (its bytes ordered before the flag).
-  WARPSTORE_HD void publish(std::uint32_t slot, std::uint32_t bytes) const {
-    state(slot).fetch_xor(line_state::busy | line_state::valid, detail::memory_order_release);
-    count(&cache_counters::bytes_read, bytes);
+  // Claims line `slot` busy for write-back if it is a valid, dirty, unpinned,
+  // idle line; `old_key` gets its key. Nothing is pinned.
+  WARPSTORE_HD bool claim_dirty(std::uint32_t slot, std::uint64_t& old_key) const {
+    std::uint32_t s = state(slot).load(detail::memory_order_relaxed);
+    constexpr std::uint32_t idle_dirty = line_state::valid | line_state::dirty;
+    if ((s & (line_state::pins | line_state::busy | idle_dirty)) != idle_dirty) return false;
+    if (!state(slot).compare_exchange_strong(s, s | line_state::busy, detail::memory_order_acquire,
+                                             detail::memory_order_relaxed))
+      return false;
+    old_key = tag(slot).load(detail::memory_order_relaxed);  // stable while busy
+    return true;
+  }
+
+  // After a write-back: the line is clean and valid again (or, if the WRITE
+  // failed, still dirty, so a later flush tries again).
+  WARPSTORE_HD void finish_write_back(std::uint32_t slot, bool written) const {
+    if (written) {
+      state(slot).fetch_and(~(line_state::busy | line_state::dirty), detail::memory_order_release);
+      count(&cache_counters::writebacks);
+    } else {
+      state(slot).fetch_and(~line_state::busy, detail::memory_order_release);
+      count(&cache_counters::errors);
+    }
+  }
+
+  // A writer that holds a pin on the line marks it dirty before unpinning.
+  WARPSTORE_HD void mark_dirty(std::uint32_t slot) const {
+    if ((state(slot).load(detail::memory_order_relaxed) & line_state::dirty) == 0)
+      state(slot).fetch_or(line_state::dirty, detail::memory_order_relaxed);
+  }
+
+  WARPSTORE_HD std::uint32_t state_of(std::uint32_t slot) const {
+    return state(slot).load(detail::memory_order_acquire);
+  }
+  WARPSTORE_HD std::uint64_t tag_of(std::uint32_t slot) const {
+    return tag(slot).load(detail::memory_order_relaxed);
+  }
+
+  // After a fill: publish the line valid (its bytes ordered before the flag),
+  // and dirty if its filler wrote to it. A claimed line is never dirty.
+  WARPSTORE_HD void publish(std::uint32_t slot, std::uint32_t bytes, bool dirty = false) const {
+    state(slot).fetch_xor(line_state::busy | line_state::valid | (dirty ? line_state::dirty : 0u),
+                          detail::memory_order_release);
+    if (bytes != 0) count(&cache_counters::bytes_read, bytes);
   }
 
   // After a failed fill: forget the tag so later readers try again, then
@@ -174,10 +254,10 @@ struct cache_ref {
   }
 
  private:
-  // Whether some way of the set could become a victim (no pins, not busy,
-  // not dirty). A hint read with plain loads; the CAS decides.
+  // Whether some way of the set could become a victim or be written back (no
+  // pins, not busy). A hint read with plain loads; the CAS decides.
   WARPSTORE_HD bool has_candidate(std::uint32_t base) const {
-    constexpr std::uint32_t blocked = line_state::pins | line_state::busy | line_state::dirty;
+    constexpr std::uint32_t blocked = line_state::pins | line_state::busy;
 #if WARPSTORE_ON_GPU
     if ((ways & 3u) == 0) {
       const auto* quads = reinterpret_cast<const uint4*>(states + base);
@@ -252,10 +332,15 @@ class cache {
   std::size_t bytes() const { return std::size_t{ref_.num_lines} * ref_.line_size; }
   cache_stats stats() const;
   void reset_stats();
-  // Drops every line (no line may be pinned: call between kernels).
+  // Drops every line, dirty ones unwritten (no line may be pinned: call
+  // between kernels, after flushing arrays that wrote).
   void clear();
-  // A fresh source id for an array that shares this cache.
-  std::uint32_t next_source_id() { return next_source_++; }
+  // A fresh source id for an array that shares this cache, and where its
+  // lines go (any warp may write back any source's dirty line). The array
+  // must flush before it goes away.
+  std::uint32_t next_source_id();
+  void register_source(std::uint32_t id, const cache_source& where);
+  static constexpr std::uint32_t max_sources = 1024;
 
  private:
   cache_ref ref_{};
@@ -264,6 +349,7 @@ class cache {
   runtime::device_ptr<std::uint32_t> states_;
   runtime::device_ptr<std::uint32_t> set_words_;  // locks then hands
   runtime::device_ptr<cache_counters> counters_;
+  runtime::device_ptr<cache_source> sources_;
   std::uint32_t next_source_ = 1;
 };
 

@@ -17,17 +17,26 @@
 
 namespace warpstore {
 
+enum class file_access { read_only, read_write };
+
 // A file or block device opened for a controller.
 class backing_file {
  public:
-  // Opens `path` read-only. With direct_io::on the open must succeed with
-  // O_DIRECT; with direct_io::automatic it falls back to buffered I/O.
-  backing_file(const std::string& path, direct_io mode);
+  // Opens `path` read-only or read-write. With direct_io::on the open must
+  // succeed with O_DIRECT; with direct_io::automatic it falls back to
+  // buffered I/O.
+  backing_file(const std::string& path, direct_io mode,
+               file_access access = file_access::read_only);
   ~backing_file();
   backing_file(const backing_file&) = delete;
   backing_file& operator=(const backing_file&) = delete;
 
   int fd() const { return fd_; }
+  // A buffered descriptor of the same file: fd() itself unless it is
+  // O_DIRECT. Writes of a partial last block go through it, since an
+  // aligned O_DIRECT write there would grow the file.
+  int buffered_fd() const { return buffered_fd_ >= 0 ? buffered_fd_ : fd_; }
+  bool writable() const { return access_ == file_access::read_write; }
   bool direct() const { return direct_; }
   const std::string& path() const { return path_; }
   std::uint64_t size_bytes() const { return size_; }
@@ -38,7 +47,9 @@ class backing_file {
 
  private:
   std::string path_;
+  file_access access_;
   int fd_ = -1;
+  int buffered_fd_ = -1;
   bool direct_ = false;
   std::uint64_t size_ = 0;
   std::uint32_t direct_alignment_ = 512;
@@ -62,6 +73,11 @@ class controller {
   // Raises if the controller failed outside any one command (a service
   // thread died, io_uring could not be set up).
   virtual void check() const {}
+  // Makes every write this controller has completed durable, for what the
+  // FLUSH command through the queues cannot reach (the memory controller:
+  // writes back its dirty pinned pages and fdatasyncs). Host controller:
+  // nothing, FLUSH already was an fdatasync. Raises on failure.
+  virtual void make_durable() {}
   const backing_file& file() const { return *file_; }
 
  protected:

@@ -1,5 +1,5 @@
 // The device side of a controller: how a warp gets blocks from storage into
-// cache lines. Either through NVMe queue pairs served by another agent (the
+// cache lines and writes dirty lines back. Either through NVMe queue pairs served by another agent (the
 // host controller), or by executing the command itself against a copy of the
 // file in pinned host memory (the memory controller).
 #pragma once
@@ -14,23 +14,50 @@ namespace warpstore {
 
 enum class io_kind : std::uint32_t { queues, memory };
 
-// One READ a lane wants executed: `blocks` logical blocks at `slba` into `dst`.
+// One READ or WRITE a lane wants executed: `blocks` logical blocks at `slba`
+// into (READ) or from (WRITE) `dst`, a buffer in GPU memory.
 struct read_request {
   std::uint64_t slba;
   std::uint32_t blocks;
   std::byte* dst;
 };
+using io_request = read_request;
 
 // The memory controller as kernels see it: a namespace in pinned host memory.
+// Writes land in that memory and mark its chunks dirty; the host writes dirty
+// chunks back to the file (memory_controller::make_durable).
 struct memory_source_ref {
-  const std::byte* data;  // capacity_blocks * block_size bytes, zero-padded
+  std::byte* data;  // capacity_blocks * block_size bytes, zero-padded
   std::uint64_t capacity_blocks;
+  std::uint32_t* dirty_chunks;  // one flag per 1 << chunk_shift bytes; nullptr: read-only
+  std::uint32_t chunk_shift;
+
+  WARPSTORE_HD static nvme::status check_range(const io_request& r, std::uint64_t capacity) {
+    if (r.blocks == 0 || r.slba >= capacity || r.blocks > capacity - r.slba)
+      return nvme::status::make(nvme::status_type::generic, nvme::sc::lba_out_of_range);
+    return nvme::status::ok();
+  }
+
+  // Executes a WRITE: every lane of `mask` copies, one marks the chunks.
+  WARPSTORE_HD nvme::status execute_write(unsigned mask, const io_request& r) const {
+    if (dirty_chunks == nullptr)
+      return nvme::status::make(nvme::status_type::generic, nvme::sc::namespace_write_protected);
+    const nvme::status st = check_range(r, capacity_blocks);
+    if (!st.success()) return st;
+    const std::uint64_t offset = r.slba << nvme::block_shift;
+    const std::uint32_t bytes = r.blocks << nvme::block_shift;
+    detail::cooperative_copy(mask, data + offset, r.dst, bytes);
+    if (detail::warp::lane() == detail::warp::first_lane(mask))
+      for (std::uint64_t c = offset >> chunk_shift; c <= (offset + bytes - 1) >> chunk_shift; ++c)
+        detail::system_atomic<std::uint32_t>(dirty_chunks[c]).store(1, detail::memory_order_relaxed);
+    return nvme::status::ok();
+  }
 
   // Executes a READ the way a controller would, with every lane of `mask`
   // copying. Checks the LBA range like any controller.
   WARPSTORE_HD nvme::status execute_read(unsigned mask, const read_request& r) const {
-    if (r.blocks == 0 || r.slba >= capacity_blocks || r.blocks > capacity_blocks - r.slba)
-      return nvme::status::make(nvme::status_type::generic, nvme::sc::lba_out_of_range);
+    const nvme::status st = check_range(r, capacity_blocks);
+    if (!st.success()) return st;
     detail::cooperative_copy(mask, r.dst, data + (r.slba << nvme::block_shift),
                              r.blocks << nvme::block_shift);
     return nvme::status::ok();
@@ -47,7 +74,37 @@ struct io_ref {
   // lanes). When it returns, the bytes of every successful request are in
   // place and ordered before anything the calling lanes do next.
   WARPSTORE_HD nvme::status read(unsigned mask, bool active, const read_request& r) const {
-    return kind == io_kind::memory ? read_memory(mask, active, r) : read_queues(mask, active, r);
+    return kind == io_kind::memory ? execute_memory<false>(mask, active, r)
+                                   : read_queues(mask, active, r);
+  }
+
+  // Warp-collective like read(): lanes with `active` write `r.blocks` blocks
+  // from the GPU buffer `r.dst` to `r.slba`. When it returns, each
+  // successful write has completed at the controller (not yet durable:
+  // flush() makes it so).
+  WARPSTORE_HD nvme::status write(unsigned mask, bool active, const io_request& r) const {
+    return kind == io_kind::memory ? execute_memory<true>(mask, active, r)
+                                   : write_queues(mask, active, r);
+  }
+
+  // One lane: a FLUSH through the queues, completed only after every write
+  // completed before it is durable (host controller: fdatasync). The memory
+  // controller makes writes visible in pinned host memory only; the host's
+  // make_durable() takes them to the file.
+  WARPSTORE_HD nvme::status flush() const {
+    if (kind == io_kind::memory) {
+      detail::fence_release_system();
+      return nvme::status::ok();
+    }
+    const queue_pair_ref& qp = queues.pick(detail::locality_id());
+    const std::uint64_t ticket = qp.take_tickets(detail::warp::active_mask() &
+                                                     (1u << detail::warp::lane()),
+                                                 true);
+    nvme::status st = qp.submit(ticket, nvme::make_flush(0, 0), nullptr);
+    if (!st.success()) return st;
+    st = qp.wait(ticket);
+    if (!st.is_deadline()) qp.release(ticket);
+    return st;
   }
 
  private:
@@ -61,16 +118,48 @@ struct io_ref {
     return b;
   }
 
-  WARPSTORE_HD nvme::status read_memory(unsigned mask, bool active, const read_request& r) const {
+  // The whole warp executes each active lane's request in turn.
+  template <bool Write>
+  WARPSTORE_HD nvme::status execute_memory(unsigned mask, bool active, const io_request& r) const {
     nvme::status mine = nvme::status::ok();
     unsigned todo = detail::warp::ballot(mask, active);
     while (todo) {
       const unsigned src = detail::warp::first_lane(todo);
       todo &= todo - 1;
-      const nvme::status st = memory.execute_read(mask, broadcast(mask, r, src));
+      const io_request b = broadcast(mask, r, src);
+      const nvme::status st = Write ? memory.execute_write(mask, b) : memory.execute_read(mask, b);
       if (detail::warp::lane() == src) mine = st;
     }
     detail::warp::sync(mask);
+    return mine;
+  }
+
+
+  // Claim every lane's slot, copy the bytes into staging with the whole
+  // warp (GPU pull), then post; each lane waits for its own completion.
+  WARPSTORE_HD nvme::status write_queues(unsigned mask, bool active, const io_request& r) const {
+    const queue_pair_ref& qp = queues.pick(detail::locality_id());
+    const std::uint64_t ticket = qp.take_tickets(mask, active);
+    nvme::status mine = nvme::status::ok();
+    if (active) mine = qp.claim(ticket);
+    if (qp.staging != nullptr) {
+      unsigned todo = detail::warp::ballot(mask, active && mine.success());
+      while (todo) {
+        const unsigned src = detail::warp::first_lane(todo);
+        todo &= todo - 1;
+        const io_request b = broadcast(mask, r, src);
+        const std::uint64_t t = detail::warp::shfl(mask, ticket, src);
+        detail::cooperative_copy(mask, qp.staging_of(t), b.dst, b.blocks << nvme::block_shift);
+      }
+      // Each lane's share of the bytes is visible before any lane's mark.
+      detail::fence_release_system();
+      detail::warp::sync(mask);
+    }
+    if (active && mine.success()) {
+      qp.post(ticket, nvme::make_rw(nvme::opcode::write, 0, 0, r.slba, r.blocks, 0), r.dst);
+      mine = qp.wait(ticket);
+      if (!mine.is_deadline()) qp.release(ticket);
+    }
     return mine;
   }
 

@@ -90,11 +90,22 @@ struct queue_pair_ref {
   }
 
   // Waits until the slot of `ticket` is free, writes `cmd` (its cid and data
-  // pointer are filled in here) and marks it. Does not wait for the doorbell:
+  // pointer, the staging slot or `destination`, are filled in here) and
+  // marks it. Does not wait for the doorbell:
   // wait() moves the tail if nobody else has. Returns a non-success status
   // only if the slot never came free before the deadline, or the pair failed.
   WARPSTORE_HD nvme::status submit(std::uint64_t ticket, nvme::command cmd,
                                    void* destination) const {
+    const nvme::status st = claim(ticket);
+    if (!st.success()) return st;
+    post(ticket, cmd, destination);
+    return st;
+  }
+
+  // The two halves of submit, for a WRITE whose bytes must be copied into
+  // the slot's staging buffer in between: claim() waits (bounded) until the
+  // slot of `ticket` is free; post() writes the entry and marks it.
+  WARPSTORE_HD nvme::status claim(std::uint64_t ticket) const {
     const std::uint32_t slot = slot_of(ticket);
     detail::deadline dl(timeout_ns);
     for (;;) {
@@ -116,6 +127,11 @@ struct queue_pair_ref {
       if (dl.expired()) return fail();
       dl.pause();
     }
+    return nvme::status::ok();
+  }
+
+  WARPSTORE_HD void post(std::uint64_t ticket, nvme::command cmd, void* destination) const {
+    const std::uint32_t slot = slot_of(ticket);
     cmd.cid = static_cast<std::uint16_t>(slot);
     cmd.nsid = nsid;
     if (cmd.opc != static_cast<std::uint8_t>(nvme::opcode::flush))
@@ -127,7 +143,6 @@ struct queue_pair_ref {
     // this thread's writes across PCIe.
     detail::system_atomic<std::uint64_t>(marks[slot]).store(ticket + 1,
                                                             detail::memory_order_release);
-    return nvme::status::ok();
   }
 
   // Non-blocking: the status if the command of `ticket` has completed.

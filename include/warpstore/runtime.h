@@ -43,9 +43,10 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes);
 // Waits for all device work and raises any asynchronous error.
 void synchronize();
 
-// A copy engine queue a controller thread uses to push bytes into device
-// memory: enqueue any number of copies, then wait() issues them as one batch
-// (cudaMemcpyBatchAsync: one driver call, not one per copy) and waits.
+// A copy engine queue a controller thread uses to move bytes between device
+// memory and its host buffers: enqueue any number of copies, then wait()
+// issues them as one batch (cudaMemcpyBatchAsync: one driver call, not one
+// per copy) and waits.
 class copy_stream {
  public:
   copy_stream();
@@ -53,6 +54,7 @@ class copy_stream {
   copy_stream(const copy_stream&) = delete;
   copy_stream& operator=(const copy_stream&) = delete;
   void enqueue_to_device(void* dst, const void* src, std::size_t bytes);
+  void enqueue_to_host(void* dst, const void* src, std::size_t bytes);
   void wait();
 
  private:

@@ -37,6 +37,9 @@ struct options {
   std::uint64_t timeout_ns = 10'000'000'000ull;
   // Device-side index checks (WARPSTORE_BOUNDS_CHECK = 0 | 1).
   bool bounds_check = true;
+  // Open the backing file read-write (WARPSTORE_WRITABLE = 0 | 1). A
+  // read-only open refuses WRITE commands and array stores.
+  bool writable = false;
 
   static options from_environment();
   // Raises std::invalid_argument naming the first bad setting.

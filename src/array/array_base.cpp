@@ -38,9 +38,32 @@ array_base::array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<cont
                                 std::to_string(byte_offset) + " need more than the file's " +
                                 std::to_string(file_size) + " bytes");
   source_ = cache_->next_source_id();
+  cache_->register_source(source_, cache_source{controller_->device_ref(),
+                                                byte_offset >> nvme::block_shift,
+                                                controller_->file().capacity_blocks()});
   elems_per_line_log2_ =
       static_cast<std::uint32_t>(std::countr_zero(cache_->line_size() / elem_size));
   errors_ = runtime::make_device<error_record>(1);
+}
+
+array_base::~array_base() {
+  try {
+    if (controller_ && controller_->file().writable()) flush();
+  } catch (...) {
+    // A destructor cannot raise; flush() did what it could.
+  }
+}
+
+void array_base::flush() {
+  const detail::line_io lines{cache_->ref(), controller_->device_ref(), errors_.get(),
+                              byte_offset_ >> nvme::block_shift,
+                              controller_->file().capacity_blocks(), timeout_ns_, source_};
+  if (controller_->file().writable()) {
+    detail::flush_lines(lines);
+    check();  // a failed write-back must not be reported durable
+    controller_->make_durable();
+  }
+  check();
 }
 
 void array_base::check() const {

@@ -32,18 +32,33 @@ cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
   states_ = runtime::make_device<std::uint32_t>(lines);
   set_words_ = runtime::make_device<std::uint32_t>(2 * sets);
   counters_ = runtime::make_device<cache_counters>(counter_shards);
+  sources_ = runtime::make_device<cache_source>(max_sources);
   ref_.lines = lines_.get();
   ref_.tags = tags_.get();
   ref_.states = states_.get();
   ref_.set_locks = set_words_.get();
   ref_.set_hands = set_words_.get() + sets;
   ref_.counters = counters_.get();
+  ref_.sources = sources_.get();
   ref_.num_lines = static_cast<std::uint32_t>(lines);
   ref_.ways = ways;
   ref_.num_sets = static_cast<std::uint32_t>(sets);
   ref_.line_size = line_size;
   ref_.line_shift = static_cast<std::uint32_t>(std::countr_zero(line_size));
   ref_.counter_shards = counter_shards;
+}
+
+std::uint32_t cache::next_source_id() {
+  if (next_source_ >= max_sources)
+    throw std::invalid_argument("cache: more than " + std::to_string(max_sources - 1) +
+                                " arrays share one cache");
+  return next_source_++;
+}
+
+void cache::register_source(std::uint32_t id, const cache_source& where) {
+  if (id == 0 || id >= next_source_)
+    throw std::invalid_argument("cache: source id " + std::to_string(id) + " was not handed out");
+  runtime::copy_to_device(sources_.get() + id, &where, sizeof where);
 }
 
 cache_stats cache::stats() const {

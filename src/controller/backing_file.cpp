@@ -1,4 +1,4 @@
-// A file or block device opened read-only for a controller: O_DIRECT when
+// A file or block device opened read-only or read-write for a controller: O_DIRECT when
 // asked for (or when it works, in automatic mode), its size and the alignment
 // direct I/O needs.
 #include <fcntl.h>
@@ -36,8 +36,8 @@ constexpr std::uint32_t max_direct_alignment = 1u << 16;
   throw std::system_error(err, std::generic_category(), "warpstore: " + what + " '" + path + "'");
 }
 
-int open_read_only(const std::string& path, bool direct) {
-  int flags = O_RDONLY | O_CLOEXEC;
+int open_file(const std::string& path, bool direct, file_access access) {
+  int flags = (access == file_access::read_write ? O_RDWR : O_RDONLY) | O_CLOEXEC;
   if (direct) flags |= O_DIRECT;
   int fd;
   do {
@@ -91,15 +91,16 @@ std::uint32_t file_direct_alignment(int fd, std::uint64_t size) {
 
 }  // namespace
 
-backing_file::backing_file(const std::string& path, direct_io mode) : path_(path) {
+backing_file::backing_file(const std::string& path, direct_io mode, file_access access)
+    : path_(path), access_(access) {
   if (path.empty()) throw std::invalid_argument("warpstore: backing file path is empty");
 
   bool direct = mode != direct_io::off;
-  fd_ = open_read_only(path, direct);
+  fd_ = open_file(path, direct, access);
   if (fd_ < 0 && errno == EINVAL && mode == direct_io::automatic) {
     // The filesystem refuses O_DIRECT (tmpfs before 6.6, some FUSE mounts).
     direct = false;
-    fd_ = open_read_only(path, false);
+    fd_ = open_file(path, false, access);
   }
   if (fd_ < 0) {
     const int err = errno;
@@ -138,7 +139,7 @@ backing_file::backing_file(const std::string& path, direct_io mode) : path_(path
       const int err = probe_direct_read(fd_, 0, direct_alignment_, direct_alignment_);
       if (err == EINVAL && mode == direct_io::automatic) {
         ::close(fd_);
-        fd_ = open_read_only(path, false);
+        fd_ = open_file(path, false, access);
         if (fd_ < 0) throw_errno(errno, "cannot reopen without O_DIRECT", path);
         direct = false;
       } else if (err != 0) {
@@ -150,15 +151,22 @@ backing_file::backing_file(const std::string& path, direct_io mode) : path_(path
     }
     direct_ = direct;
     if (!direct_) direct_alignment_ = nvme::block_size;
+    if (direct_ && access == file_access::read_write) {
+      buffered_fd_ = open_file(path, false, access);
+      if (buffered_fd_ < 0) throw_errno(errno, "cannot open (buffered, for tail writes)", path);
+    }
   } catch (...) {
     if (fd_ >= 0) ::close(fd_);
+    if (buffered_fd_ >= 0) ::close(buffered_fd_);
     fd_ = -1;
+    buffered_fd_ = -1;
     throw;
   }
 }
 
 backing_file::~backing_file() {
   if (fd_ >= 0) ::close(fd_);
+  if (buffered_fd_ >= 0) ::close(buffered_fd_);
 }
 
 std::uint64_t backing_file::capacity_blocks() const {

@@ -2,7 +2,9 @@
 // one io_uring, and runs a polling loop:
 //
 //   fetch   read each owned SQ tail doorbell, copy every new SQE, validate it,
-//           and queue a READ on the io_uring (or complete it at once);
+//           and queue a READ or WRITE on the io_uring (or complete it at
+//           once); a FLUSH waits until every earlier WRITE of its queue has
+//           completed, then goes out as an fdatasync;
 //   submit  one io_uring_submit for everything queued this round;
 //   reap    take every finished read, resubmit short ones, zero-fill past
 //           EOF, and (copy_engine) push the whole batch into GPU memory with
@@ -33,9 +35,6 @@ namespace warpstore {
 
 namespace {
 
-// Generic status 0x0B (Base Specification figure 101); nvme.h has no name
-// for it yet.
-constexpr std::uint8_t sc_invalid_namespace = 0x0B;
 // FLUSH may name every namespace at once.
 constexpr std::uint32_t nsid_all = 0xFFFFFFFFu;
 // The only namespace a warpstore controller exposes.
@@ -102,13 +101,16 @@ class host_controller::worker {
   // One fetched command, from the SQE copy until its completion is posted.
   struct command_ctx {
     nvme::command cmd;
+    nvme::opcode op = nvme::opcode::read;
+    bool buffered_fd = false;         // O_DIRECT file: a partial last block goes through the buffered fd
+    std::uint32_t generation = 0;     // WRITE: flushes fetched before it; FLUSH: its own number
     std::byte* buffer = nullptr;      // where the file's bytes land on the CPU side
     std::uint64_t offset = 0;         // file offset of the first byte
     std::uint32_t length = 0;         // bytes the command transfers
     std::uint32_t file_bytes = 0;     // bytes that exist in the file; the rest reads as zero
     std::uint32_t request_bytes = 0;  // bytes asked of the kernel (O_DIRECT: aligned up)
     std::uint32_t done = 0;           // bytes read so far
-    std::uint32_t dw0 = 0;            // completion dword 0: errno of a failed read
+    std::uint32_t dw0 = 0;            // completion dword 0: errno of a failed read, write or flush
     nvme::status status;
     std::uint32_t queue = 0;  // index into queues_
     std::uint32_t index = 0;  // index into its queue's contexts
@@ -128,6 +130,14 @@ class host_controller::worker {
     std::vector<std::uint32_t> pending;  // ring of contexts waiting to be posted
     std::uint32_t pending_head = 0;
     std::uint32_t pending_count = 0;
+    // FLUSH ordering: writes in flight per generation (ring of depth; at most
+    // depth generations are live, since each holds a context) and the
+    // flushes not yet started, oldest first.
+    std::uint32_t generation = 0;
+    std::vector<std::uint32_t> generation_writes;
+    std::vector<std::uint32_t> flushes;
+    std::uint32_t flush_head = 0;
+    std::uint32_t flush_count = 0;
   };
 
   // Round steps; each returns whether it did anything.
@@ -140,9 +150,13 @@ class host_controller::worker {
   void drain() noexcept;
 
   void start(queue_ctx& q, command_ctx& c);
-  void queue_read(command_ctx& c);
-  void on_read_result(command_ctx& c, int res);
-  void fail_read(command_ctx& c, int err, const char* what);
+  void start_flush(queue_ctx& q, command_ctx& c);
+  void start_flushes(queue_ctx& q);
+  void write_done(command_ctx& c, nvme::status st, std::uint32_t dw0 = 0);
+  void queue_io(command_ctx& c);
+  void on_result(command_ctx& c, int res);
+  void fail_io(command_ctx& c, int err, const char* what);
+  void flush_uploads();
   void flush_copies();
   void complete(command_ctx& c, nvme::status st, std::uint32_t dw0 = 0);
   io_uring_sqe* next_sqe();
@@ -175,6 +189,8 @@ class host_controller::worker {
   runtime::host_mapped_ptr<std::byte> own_staging_;
   std::unique_ptr<runtime::copy_stream> copies_;
   std::vector<command_ctx*> copy_batch_;
+  std::vector<command_ctx*> upload_batch_;  // WRITEs whose bytes are being copied from the GPU
+  bool writable_;
 
   // Counted locally, published once per round.
   std::uint64_t n_commands_ = 0, n_errors_ = 0, n_bytes_ = 0, n_doorbells_ = 0;
@@ -198,7 +214,9 @@ host_controller::worker::worker(host_controller& owner, std::uint32_t id,
     own_staging_ = runtime::make_host_mapped<std::byte>(queue_ids.size() * queue_bytes);
     copies_ = std::make_unique<runtime::copy_stream>();
     copy_batch_.reserve(queue_ids.size() * depth);
+    upload_batch_.reserve(queue_ids.size() * depth);
   }
+  writable_ = owner.file_->writable();
   queues_.resize(queue_ids.size());
   for (std::size_t i = 0; i < queue_ids.size(); ++i) {
     queue_ctx& q = queues_[i];
@@ -208,6 +226,8 @@ host_controller::worker::worker(host_controller& owner, std::uint32_t id,
     q.contexts.resize(depth);
     q.free.reserve(depth);
     q.pending.resize(depth);
+    q.generation_writes.assign(depth, 0);
+    q.flushes.resize(depth);
     // Stack order: context 0 is handed out first.
     for (std::uint32_t k = depth; k-- > 0;) {
       q.contexts[k].queue = static_cast<std::uint32_t>(i);
@@ -340,7 +360,7 @@ bool host_controller::worker::fetch() {
       ++n_doorbells_;
     }
     // Stop when contexts or io_uring slots run out; the rest waits in the SQ.
-    while (available > 0 && !q.free.empty() && inflight_ < max_inflight_) {
+    while (available > 0 && !q.free.empty() && inflight_ + upload_batch_.size() < max_inflight_) {
       command_ctx& c = q.contexts[q.free.back()];
       q.free.pop_back();
       std::memcpy(&c.cmd, q.ref.sq + q.sq_head, sizeof(nvme::command));
@@ -351,6 +371,7 @@ bool host_controller::worker::fetch() {
     }
   }
   next_queue_ = n == 0 ? 0 : static_cast<std::uint32_t>((next_queue_ + 1) % n);
+  flush_uploads();
   return any;
 }
 
@@ -359,21 +380,25 @@ void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
   const nvme::command& cmd = c.cmd;
   c.dw0 = 0;
   c.length = 0;
+  c.offset = 0;
+  c.done = 0;
   const auto op = static_cast<nvme::opcode>(cmd.opc);
   if (cmd.nsid != nsid_one && !(op == nvme::opcode::flush && cmd.nsid == nsid_all))
-    return complete(c, generic_status(sc_invalid_namespace));
+    return complete(c, generic_status(nvme::sc::invalid_namespace));
   // Fused operations and SGL data pointers are not supported.
   if (cmd.flags != 0) return complete(c, generic_status(nvme::sc::invalid_field));
+  c.op = op;
   switch (op) {
     case nvme::opcode::flush:
-      // The file is opened read-only, so nothing can be dirty. Once writes
-      // exist this must become an fdatasync (IORING_OP_FSYNC, DATASYNC).
-      return complete(c, nvme::status::ok());
+      // A read-only file has nothing to make durable.
+      if (!writable_) return complete(c, nvme::status::ok());
+      return start_flush(q, c);
     case nvme::opcode::read:
       break;
+    case nvme::opcode::write:
+      if (!writable_) return complete(c, generic_status(nvme::sc::namespace_write_protected));
+      break;
     default:
-      // WRITE is not executed yet: it comes with the write path in a later
-      // issue, together with a writable backing_file.
       return complete(c, generic_status(nvme::sc::invalid_opcode));
   }
 
@@ -385,8 +410,8 @@ void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
     return complete(c, generic_status(nvme::sc::lba_out_of_range));
 
   if (gpu_pull_) {
-    // The data must land in the command's own staging slot: anything else
-    // would let one command overwrite another's bytes.
+    // The data must sit in the command's own staging slot: anything else
+    // would let one command overwrite (or write out) another's bytes.
     if (cmd.cid > q.mask || cmd.prp1 != reinterpret_cast<std::uint64_t>(
                                             q.ref.staging + std::size_t{cmd.cid} * slot_bytes_))
       return complete(c, generic_status(nvme::sc::invalid_field));
@@ -401,7 +426,17 @@ void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
   // slba < capacity, so the first byte exists; the tail may not.
   c.file_bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(length, file_size_ - c.offset));
   c.request_bytes = c.file_bytes;
-  if (direct_) {
+  c.buffered_fd = false;
+  if (direct_ && op == nvme::opcode::write) {
+    // A WRITE never grows the file: the bytes of the last block past its
+    // end are dropped. An unaligned tail goes through the buffered fd.
+    const std::uint64_t a = direct_alignment_ - 1;
+    const bool ends_namespace = slba + blocks == capacity_blocks_;
+    if (((c.offset | reinterpret_cast<std::uintptr_t>(c.buffer)) & a) != 0 ||
+        ((length & a) != 0 && !ends_namespace))
+      return complete(c, generic_status(nvme::sc::invalid_field));
+    c.buffered_fd = (c.file_bytes & a) != 0;
+  } else if (direct_) {
     // O_DIRECT needs aligned offsets, buffers and lengths. A command that
     // ends the namespace may have an unaligned length: it is read rounded up
     // (the kernel stops at EOF) as long as that fits in the slot.
@@ -413,7 +448,71 @@ void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
       return complete(c, generic_status(nvme::sc::invalid_field));
   }
   c.done = 0;
-  queue_read(c);
+  if (op == nvme::opcode::write) {
+    c.generation = q.generation;
+    ++q.generation_writes[c.generation & q.mask];
+    if (!gpu_pull_) {
+      // The bytes are in GPU memory at PRP1: copy them into our buffer first.
+      copies_->enqueue_to_host(c.buffer, reinterpret_cast<const void*>(cmd.prp1), c.length);
+      upload_batch_.push_back(&c);
+      return;
+    }
+  }
+  queue_io(c);
+}
+
+// A FLUSH completes only after every WRITE fetched before it: it waits in its
+// queue's line until the writes of its generation (and, by the order of the
+// line, every earlier one) are done.
+void host_controller::worker::start_flush(queue_ctx& q, command_ctx& c) {
+  c.generation = q.generation++;
+  q.flushes[(q.flush_head + q.flush_count) & q.mask] = c.index;
+  ++q.flush_count;
+  start_flushes(q);
+}
+
+void host_controller::worker::start_flushes(queue_ctx& q) {
+  while (q.flush_count > 0 && inflight_ < max_inflight_) {
+    command_ctx& f = q.contexts[q.flushes[q.flush_head]];
+    if (q.generation_writes[f.generation & q.mask] != 0) return;
+    q.flush_head = (q.flush_head + 1) & q.mask;
+    --q.flush_count;
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_fsync(sqe, registered_file_ ? 0 : file_.fd(), IORING_FSYNC_DATASYNC);
+    if (registered_file_) sqe->flags |= IOSQE_FIXED_FILE;
+    io_uring_sqe_set_data(sqe, &f);
+    ++inflight_;
+    ++unsubmitted_;
+  }
+}
+
+// A WRITE is done (well or not): posts it and lets waiting flushes go.
+void host_controller::worker::write_done(command_ctx& c, nvme::status st, std::uint32_t dw0) {
+  queue_ctx& q = queues_[c.queue];
+  --q.generation_writes[c.generation & q.mask];
+  complete(c, st, dw0);
+  start_flushes(q);
+}
+
+// copy_engine WRITEs: one wait for every upload fetched this round, then
+// their writes go to the io_uring.
+void host_controller::worker::flush_uploads() {
+  if (upload_batch_.empty()) return;
+  bool copied = true;
+  try {
+    copies_->wait();
+  } catch (const std::exception& e) {
+    owner_.record_io_error(std::string("copy engine wait (GPU to host, for writes) failed: ") +
+                           e.what());
+    copied = false;
+  }
+  for (command_ctx* c : upload_batch_) {
+    if (copied)
+      queue_io(*c);
+    else
+      write_done(*c, generic_status(nvme::sc::data_transfer_error));
+  }
+  upload_batch_.clear();
 }
 
 io_uring_sqe* host_controller::worker::next_sqe() {
@@ -430,17 +529,25 @@ io_uring_sqe* host_controller::worker::next_sqe() {
   return sqe;
 }
 
-void host_controller::worker::queue_read(command_ctx& c) {
+void host_controller::worker::queue_io(command_ctx& c) {
   io_uring_sqe* sqe = next_sqe();
-  std::byte* dst = c.buffer + c.done;
+  std::byte* buf = c.buffer + c.done;
   const unsigned len = c.request_bytes - c.done;
   const std::uint64_t off = c.offset + c.done;
-  const int fd = registered_file_ ? 0 : file_.fd();
-  if (registered_buffers_)
-    io_uring_prep_read_fixed(sqe, fd, dst, len, off, static_cast<int>(c.queue));
-  else
-    io_uring_prep_read(sqe, fd, dst, len, off);
-  if (registered_file_) sqe->flags |= IOSQE_FIXED_FILE;
+  const bool fixed_file = registered_file_ && !c.buffered_fd;
+  const int fd = fixed_file ? 0 : c.buffered_fd ? file_.buffered_fd() : file_.fd();
+  const auto buf_index = static_cast<int>(c.queue);
+  if (c.op == nvme::opcode::write) {
+    if (registered_buffers_)
+      io_uring_prep_write_fixed(sqe, fd, buf, len, off, buf_index);
+    else
+      io_uring_prep_write(sqe, fd, buf, len, off);
+  } else if (registered_buffers_) {
+    io_uring_prep_read_fixed(sqe, fd, buf, len, off, buf_index);
+  } else {
+    io_uring_prep_read(sqe, fd, buf, len, off);
+  }
+  if (fixed_file) sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data(sqe, &c);
   ++inflight_;
   ++unsubmitted_;
@@ -472,41 +579,57 @@ bool host_controller::worker::reap() {
       auto* c = static_cast<command_ctx*>(io_uring_cqe_get_data(cqes[i]));
       const int res = cqes[i]->res;
       --inflight_;
-      on_read_result(*c, res);
+      on_result(*c, res);
     }
     io_uring_cq_advance(&ring_, n);
   }
   flush_copies();
+  for (queue_ctx& q : queues_)
+    if (q.flush_count > 0) start_flushes(q);
   return any;
 }
 
-void host_controller::worker::on_read_result(command_ctx& c, int res) {
+void host_controller::worker::on_result(command_ctx& c, int res) {
+  if (c.op == nvme::opcode::flush) {
+    if (res < 0) return fail_io(c, -res, "failed");
+    return complete(c, nvme::status::ok());
+  }
   if (res < 0) {
-    if (res == -EAGAIN || res == -EINTR) return queue_read(c);
-    return fail_read(c, -res, "failed");
+    if (res == -EAGAIN || res == -EINTR) return queue_io(c);
+    return fail_io(c, -res, "failed");
   }
   if (res == 0 && c.done < c.file_bytes)
-    return fail_read(c, EIO, "hit end of file early (file shrank?)");
+    return fail_io(c, EIO, c.op == nvme::opcode::write ? "wrote nothing"
+                                                       : "hit end of file early (file shrank?)");
   c.done += static_cast<std::uint32_t>(res);
   if (c.done < c.file_bytes) {
-    // A short read: ask for the rest. O_DIRECT can only continue from an
+    // A short transfer: ask for the rest. O_DIRECT can only continue from an
     // aligned point.
-    if (direct_ && (c.done & (direct_alignment_ - 1)) != 0)
-      return fail_read(c, EIO, "returned an unaligned short count under O_DIRECT");
-    return queue_read(c);
+    if (direct_ && !c.buffered_fd && (c.done & (direct_alignment_ - 1)) != 0)
+      return fail_io(c, EIO, "returned an unaligned short count under O_DIRECT");
+    return queue_io(c);
   }
+  if (c.op == nvme::opcode::write) return write_done(c, nvme::status::ok());
   // Blocks past the end of the file read as zeros.
   if (c.file_bytes < c.length) std::memset(c.buffer + c.file_bytes, 0, c.length - c.file_bytes);
   if (gpu_pull_) return complete(c, nvme::status::ok());
   copy_batch_.push_back(&c);
 }
 
-void host_controller::worker::fail_read(command_ctx& c, int err, const char* what) {
-  owner_.record_io_error("read of " + std::to_string(c.length) + " bytes at offset " +
-                         std::to_string(c.offset + c.done) + " of '" + file_.path() + "' " + what +
-                         ": " + errno_text(err));
-  complete(c, nvme::status::make(nvme::status_type::media, nvme::sc::unrecovered_read),
-           static_cast<std::uint32_t>(err));
+void host_controller::worker::fail_io(command_ctx& c, int err, const char* what) {
+  const char* name = c.op == nvme::opcode::write   ? "write"
+                     : c.op == nvme::opcode::flush ? "flush (fdatasync)"
+                                                   : "read";
+  owner_.record_io_error(std::string(name) + " of " + std::to_string(c.length) +
+                         " bytes at offset " + std::to_string(c.offset + c.done) + " of '" +
+                         file_.path() + "' " + what + ": " + errno_text(err));
+  const auto dw0 = static_cast<std::uint32_t>(err);
+  if (c.op == nvme::opcode::read)
+    return complete(c, nvme::status::make(nvme::status_type::media, nvme::sc::unrecovered_read),
+                    dw0);
+  const nvme::status fault = nvme::status::make(nvme::status_type::media, nvme::sc::write_fault);
+  if (c.op == nvme::opcode::write) return write_done(c, fault, dw0);
+  complete(c, fault, dw0);
 }
 
 // copy_engine: push every finished read of this round into GPU memory, wait

@@ -49,12 +49,45 @@ memory_controller::memory_controller(std::shared_ptr<backing_file> file, unsigne
   ::close(fd);
   for (const std::string& f : failures)
     if (!f.empty()) throw runtime_error("memory controller: " + f);
+  if (file_->writable()) {
+    chunks_ = ((std::max<std::uint64_t>(capacity_blocks_, 1) << nvme::block_shift) +
+               (std::uint64_t{1} << chunk_shift) - 1) >> chunk_shift;
+    dirty_ = runtime::make_host_mapped<std::uint32_t>(chunks_);
+  }
+}
+
+void memory_controller::make_durable() {
+  if (!dirty_) return;
+  const std::uint64_t size = file_->size_bytes();
+  const int fd = file_->buffered_fd();
+  for (std::uint64_t c = 0; c < chunks_; ++c) {
+    if (detail::system_atomic<std::uint32_t>(dirty_.get()[c]).exchange(
+            0, detail::memory_order_acquire) == 0)
+      continue;
+    // Bytes past the end of the file (zero padding of the last block) stay out.
+    std::uint64_t off = c << chunk_shift;
+    const std::uint64_t end = std::min<std::uint64_t>(size, off + (std::uint64_t{1} << chunk_shift));
+    while (off < end) {
+      const ssize_t w = ::pwrite(fd, data_.get() + off, end - off, static_cast<off_t>(off));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) {
+        detail::system_atomic<std::uint32_t>(dirty_.get()[c]).store(1, detail::memory_order_relaxed);
+        throw runtime_error("memory controller: writing back " + file_->path() + " at byte " +
+                            std::to_string(off) + ": " +
+                            (w == 0 ? std::string("nothing written") : std::strerror(errno)));
+      }
+      off += static_cast<std::uint64_t>(w);
+    }
+  }
+  if (::fdatasync(fd) != 0)
+    throw runtime_error("memory controller: fdatasync of " + file_->path() + ": " +
+                        std::strerror(errno));
 }
 
 io_ref memory_controller::device_ref() const {
   io_ref r{};
   r.kind = io_kind::memory;
-  r.memory = memory_source_ref{data_.get(), capacity_blocks_};
+  r.memory = memory_source_ref{data_.get(), capacity_blocks_, dirty_.get(), chunk_shift};
   return r;
 }
 

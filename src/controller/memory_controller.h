@@ -1,5 +1,9 @@
 // The memory controller: the whole file in pinned host memory; a warp that
-// misses executes its own READ over PCIe, with no CPU on the path.
+// misses executes its own READ over PCIe, with no CPU on the path. A WRITE
+// goes into that memory and marks its 64 KiB chunk dirty. Durability: a FLUSH
+// from a kernel only makes the writes visible in host memory (a crash of the
+// process loses them); make_durable() on the host (array flush() calls it)
+// writes every dirty chunk back to the file with pwrite and fdatasyncs.
 #pragma once
 
 #include "warpstore/controller.h"
@@ -16,9 +20,14 @@ class memory_controller final : public controller {
   io_ref device_ref() const override;
   controller_stats stats() const override { return {}; }  // commands run on the GPU, uncounted
   const std::byte* data() const { return data_.get(); }
+  void make_durable() override;
+
+  static constexpr std::uint32_t chunk_shift = 16;
 
  private:
   runtime::host_mapped_ptr<std::byte> data_;
+  runtime::host_mapped_ptr<std::uint32_t> dirty_;  // writable files only
+  std::uint64_t chunks_ = 0;
   std::uint64_t capacity_blocks_;
 };
 

@@ -47,6 +47,9 @@ copy_stream::~copy_stream() = default;
 void copy_stream::enqueue_to_device(void* dst, const void* src, std::size_t bytes) {
   std::memcpy(dst, src, bytes);
 }
+void copy_stream::enqueue_to_host(void* dst, const void* src, std::size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
 void copy_stream::wait() {}
 
 }  // namespace warpstore::runtime

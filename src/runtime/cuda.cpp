@@ -83,6 +83,10 @@ void copy_stream::enqueue_to_device(void* dst, const void* src, std::size_t byte
   srcs_.push_back(src);
   sizes_.push_back(bytes);
 }
+// Unified addressing: the batch finds each copy's direction from its pointers.
+void copy_stream::enqueue_to_host(void* dst, const void* src, std::size_t bytes) {
+  enqueue_to_device(dst, src, bytes);
+}
 void copy_stream::wait() {
   auto stream = static_cast<cudaStream_t>(stream_);
   if (!dsts_.empty()) {

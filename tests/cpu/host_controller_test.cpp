@@ -287,7 +287,7 @@ TEST_P(HostController, BadNamespace) {
   EXPECT_TRUE(st.success()) << describe(st);
 }
 
-TEST_P(HostController, WriteIsInvalidOpcodeForNow) {
+TEST_P(HostController, WriteToReadOnlyOpenIsWriteProtected) {
   pattern_file f(64 * block);
   auto ctl = make(f, test_options(GetParam(), 1, 4, 1));
   const queue_pair_ref qp = ctl->device_ref().queues.pick(0);
@@ -295,7 +295,7 @@ TEST_P(HostController, WriteIsInvalidOpcodeForNow) {
   const nvme::status st =
       execute(qp, nvme::make_rw(nvme::opcode::write, 0, 0, 0, 1, 0), src.data());
   EXPECT_EQ(st.type(), nvme::status_type::generic);
-  EXPECT_EQ(st.code(), nvme::sc::invalid_opcode) << describe(st);
+  EXPECT_EQ(st.code(), nvme::sc::namespace_write_protected) << describe(st);
   nvme::command vendor = nvme::make_flush(0, 0);
   vendor.opc = 0x99;
   EXPECT_EQ(execute(qp, vendor, nullptr).code(), nvme::sc::invalid_opcode);

@@ -1,12 +1,13 @@
-// Device view of a storage-backed array: how one element read travels from a
-// kernel thread through warp coalescing, the cache, and on a miss the
-// controller. See array.cuh for the owning host object.
+// Device view of a storage-backed array: how one element read or write
+// travels from a kernel thread through warp coalescing, the cache, and on a
+// miss the controller. See array.cuh for the owning host object.
 #pragma once
 
 #include <cstdint>
 #include <type_traits>
 
 #include "warpstore/cache.cuh"
+#include "warpstore/detail/line_io.cuh"
 #include "warpstore/detail/platform.cuh"
 #include "warpstore/error.h"
 #include "warpstore/io.cuh"
@@ -70,6 +71,7 @@ struct array_ref {
   std::uint32_t source;       // id in this cache's keys
   std::uint32_t elems_per_line_log2;
   bool bounds_check;
+  bool writable;              // the backing file was opened read-write
 
   WARPSTORE_HD std::uint64_t size() const { return count; }
 
@@ -119,13 +121,7 @@ struct array_ref {
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     bool all_ok = true;
-    if (bounds_check && (first > count || n > count - first)) {
-      if (rank == 0)
-        errors->record(error_kind::index_out_of_range, source,
-                       nvme::status::make(nvme::status_type::vendor, nvme::sc::index_out_of_range),
-                       first + n - 1, 0);
-      return false;
-    }
+    if (!check_span(first, n, rank)) return false;
     std::uint64_t done = 0;
     while (done < n) {
       const std::uint64_t i = first + done;
@@ -142,12 +138,95 @@ struct array_ref {
     return all_ok;
   }
 
+  // Writes element i (collective over the calling lanes, like operator[]).
+  // The line is read first unless present (read-modify-write), then written
+  // in the cache and marked dirty; it reaches storage when evicted or
+  // flushed. Lanes writing the same element: one of them wins.
+  WARPSTORE_HD void store(std::uint64_t i, const T& v) const {
+    const unsigned mask = detail::warp::active_mask();
+    if (!check_writable(i)) return;
+    const bool in_range = check_index(i);
+    with_line<false, true>(mask, in_range, line_of(i), i,
+                           [&](std::uint32_t slot) { *element_in(slot, i) = v; });
+  }
+
+  // Warp-collective like read_span: copies in[0..n) to elements
+  // [first, first + n). Lines the span covers whole are not read first.
+  WARPSTORE_HD bool write_span(std::uint64_t first, std::uint64_t n, const T* in) const {
+    const unsigned mask = detail::warp::active_mask();
+    const unsigned lanes = detail::warp::popcount(mask);
+    const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
+    if (!writable) return rank == 0 ? check_writable(first) : false;
+    if (!check_span(first, n, rank)) return false;
+    bool all_ok = true;
+    std::uint64_t done = 0;
+    const std::uint64_t per_line = 1ull << elems_per_line_log2;
+    while (done < n) {
+      const std::uint64_t i = first + done;
+      const std::uint64_t line = line_of(i);
+      const std::uint64_t line_end = (line + 1) << elems_per_line_log2;
+      const std::uint64_t take = (line_end - i < n - done) ? line_end - i : n - done;
+      const detail::line_grant g = with_line<false, true>(
+          mask, true, line, i,
+          [&](std::uint32_t slot) {
+            T* dst = element_in(slot, i);
+            for (std::uint64_t k = rank; k < take; k += lanes) dst[k] = in[done + k];
+          },
+          take == per_line);
+      all_ok = all_ok && g.ok;
+      done += take;
+    }
+    return all_ok;
+  }
+
+  // Device-initiated flush, warp-collective (call it from one warp, after
+  // the writes it must cover are done, holding no pins of this array):
+  // writes back every dirty line of this array and sends one FLUSH. Returns
+  // true when all of it succeeded; failures are recorded for check(). With
+  // the memory controller the writes end in pinned host memory, not in the
+  // file: the host's flush() takes them there.
+  WARPSTORE_HD bool flush() const {
+    const unsigned mask = detail::warp::active_mask();
+    const detail::line_io l = lines();
+    bool ok = l.write_back_range(mask, 0, cache.num_lines);
+    const unsigned leader = detail::warp::first_lane(mask);
+    bool flushed = true;
+    if (detail::warp::lane() == leader) flushed = l.flush_controller();
+    flushed = detail::warp::shfl(mask, flushed ? 1u : 0u, leader) != 0;
+    return ok && flushed;
+  }
+
+  // The element-type-free view of this array's lines (write-back, flush).
+  WARPSTORE_HD detail::line_io lines() const {
+    return {cache, io, errors, first_block, end_block, timeout_ns, source};
+  }
+
  private:
   WARPSTORE_HD std::uint64_t line_of(std::uint64_t i) const { return i >> elems_per_line_log2; }
 
-  WARPSTORE_HD const T* element_in(std::uint32_t slot, std::uint64_t i) const {
-    return reinterpret_cast<const T*>(cache.line_data(slot)) +
-           (i & ((1ull << elems_per_line_log2) - 1));
+  WARPSTORE_HD T* element_in(std::uint32_t slot, std::uint64_t i) const {
+    return reinterpret_cast<T*>(cache.line_data(slot)) + (i & ((1ull << elems_per_line_log2) - 1));
+  }
+
+  // Warp-collective span bounds: one lane records a bad span.
+  WARPSTORE_HD bool check_span(std::uint64_t first, std::uint64_t n, unsigned rank) const {
+    if (!bounds_check || (first <= count && n <= count - first)) return true;
+    if (rank == 0)
+      errors->record(error_kind::index_out_of_range, source,
+                     nvme::status::make(nvme::status_type::vendor, nvme::sc::index_out_of_range),
+                     first + n - 1, 0);
+    return false;
+  }
+
+  // A store to an array over a read-only open is refused here, before it
+  // dirties a line that could never be written back.
+  WARPSTORE_HD bool check_writable(std::uint64_t i) const {
+    if (writable) return true;
+    errors->record(error_kind::io, source,
+                   nvme::status::make(nvme::status_type::generic,
+                                      nvme::sc::namespace_write_protected),
+                   i, 0);
+    return false;
   }
 
   WARPSTORE_HD bool check_index(std::uint64_t i) const {
@@ -158,15 +237,6 @@ struct array_ref {
     return false;
   }
 
-  WARPSTORE_HD read_request request_for(std::uint64_t line, std::uint32_t slot) const {
-    const std::uint32_t blocks_per_line = cache.line_size >> nvme::block_shift;
-    const std::uint64_t slba = first_block + line * blocks_per_line;
-    // Past the end of the file the request stays whole and the controller
-    // refuses it (LBA out of range), as it would any bad command.
-    const std::uint64_t left = slba < end_block ? end_block - slba : blocks_per_line;
-    return {slba, static_cast<std::uint32_t>(left < blocks_per_line ? left : blocks_per_line),
-            cache.line_data(slot)};
-  }
 
   // The read path of DESIGN.md: coalesce, probe, claim, fill, publish. Every
   // lane of `mask` calls; lanes with `want` get the line pinned and call
@@ -176,9 +246,18 @@ struct array_ref {
   // for others: warps cannot starve each other of lines, however many more
   // lines they want than the cache holds. With Keep the caller holds them
   // (line_grant::pins on each group leader).
-  template <bool Keep, class Use>
+  //
+  // With Write, use(slot) writes into the line: a filled line is published
+  // dirty after its whole group wrote, a hit line is marked dirty before its
+  // pins go back. `overwrite` (same for a group) says the group writes every
+  // byte of the line, so a miss claims it without reading. A set with no
+  // clean victim hands its leader (reader or writer) a dirty line to write
+  // back first.
+  template <bool Keep, bool Write = false, class Use>
   WARPSTORE_HD detail::line_grant with_line(unsigned mask, bool want, std::uint64_t line,
-                                            std::uint64_t index, Use&& use) const {
+                                            std::uint64_t index, Use&& use,
+                                            bool overwrite = false) const {
+    const detail::line_io l = lines();
     detail::line_grant g;
     bool pending = want;
     detail::deadline dl(timeout_ns);
@@ -191,20 +270,22 @@ struct array_ref {
       acquire_result r{0, acquire_kind::retry};
       if (is_leader) r = cache.acquire(k, detail::warp::popcount(group));
       const bool filling = is_leader && r.kind == acquire_kind::fill;
-      const read_request req = request_for(line, r.slot);
-      const nvme::status st = io.read(mask, filling, req);
-      if (filling) {
-        if (st.success()) {
-          cache.publish(r.slot, req.blocks << nvme::block_shift);
-        } else {
-          cache.abandon(r.slot);
-          errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, source, st,
-                         index, req.slba);
-        }
+      const bool skip_read = Write && overwrite;
+      const read_request req = l.request_for(line, r.slot);
+      const nvme::status st = io.read(mask, filling && !skip_read, req);
+      if (filling && !st.success()) {
+        cache.abandon(r.slot);
+        errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, source, st,
+                       index, req.slba);
       }
-      // 0: retry, 1: line pinned, 2: fill failed (pins held, no data)
-      const std::uint32_t outcome =
-          !is_leader || r.kind == acquire_kind::retry ? 0u : (st.success() ? 1u : 2u);
+      // Readers too: a set full of dirty lines makes room by writing one back.
+      const bool writing_back = is_leader && r.kind == acquire_kind::write_back;
+      const bool wrote_back = detail::warp::ballot(mask, writing_back) != 0;
+      if (wrote_back) l.write_back(mask, writing_back, r.slot, r.old_key);
+      // 0: retry (or wrote a line back), 1: line pinned, 2: fill failed
+      // (pins held, no data)
+      const bool granted = r.kind == acquire_kind::hit || r.kind == acquire_kind::fill;
+      const std::uint32_t outcome = !is_leader || !granted ? 0u : (st.success() ? 1u : 2u);
       const std::uint32_t got = detail::warp::shfl(mask, outcome, leader);
       const std::uint32_t slot = detail::warp::shfl(mask, r.slot, leader);
       if (pending && got != 0) {
@@ -214,6 +295,13 @@ struct array_ref {
         g.pins = is_leader ? detail::warp::popcount(group) : 0;
         if (g.ok) use(slot);
       }
+      // A filled line is published once its group used it: a writer's bytes
+      // are in it before any other warp can read it.
+      if constexpr (Write) detail::warp::sync(mask);  // every writer of each group is done
+      if (filling && st.success())
+        cache.publish(r.slot, skip_read ? 0u : req.blocks << nvme::block_shift, Write);
+      else if (Write && is_leader && r.kind == acquire_kind::hit)
+        cache.mark_dirty(r.slot);
       if constexpr (!Keep) {
         detail::warp::sync(mask);  // every reader of each group is done before the unpin
         if (g.pins != 0) cache.release(g.slot, g.pins);
@@ -227,10 +315,11 @@ struct array_ref {
         if (dl.expired()) {
           pending = false;
           errors->record(error_kind::deadline, source, nvme::status::deadline(), index, 0);
-        } else {
+        } else if (!wrote_back) {
           // Exponential backoff: when more lines are wanted at once than the
           // cache holds, waiting lanes must leave the memory system to the
-          // fills that free lines.
+          // fills that free lines. A warp that just made room looks again
+          // at once.
           detail::backoff(64u << (round < 9 ? round : 9));
         }
       }

@@ -52,6 +52,12 @@ WARPSTORE_HD inline void fence_acquire_system() {
   cuda::atomic_thread_fence(cuda::std::memory_order_acquire, cuda::thread_scope_system);
 }
 
+// Makes this thread's writes (bytes for a controller in pinned memory) visible
+// system-wide before anything it or its warp publishes next.
+WARPSTORE_HD inline void fence_release_system() {
+  cuda::atomic_thread_fence(cuda::std::memory_order_release, cuda::thread_scope_system);
+}
+
 // Monotonic nanoseconds, comparable within one target.
 WARPSTORE_HD inline std::uint64_t now_ns() {
 #if WARPSTORE_ON_GPU

@@ -1,0 +1,116 @@
+// What an array's lines cost in storage, independent of the element type:
+// the request that fills or writes back a line, and the write-back of every
+// dirty line of one array (the first half of a flush).
+#pragma once
+
+#include <cstdint>
+
+#include "warpstore/cache.cuh"
+#include "warpstore/detail/platform.cuh"
+#include "warpstore/error.h"
+#include "warpstore/io.cuh"
+
+namespace warpstore::detail {
+
+struct line_io {
+  cache_ref cache;
+  io_ref io;
+  error_record* errors;
+  std::uint64_t first_block;  // logical block of the array's byte 0
+  std::uint64_t end_block;    // one past the last block of the backing file
+  std::uint64_t timeout_ns;
+  std::uint32_t source;
+
+  // The blocks of line `line` of this array, to or from cache slot `slot`.
+  WARPSTORE_HD io_request request_for(std::uint64_t line, std::uint32_t slot) const {
+    const std::uint32_t blocks_per_line = cache.line_size >> nvme::block_shift;
+    const std::uint64_t slba = first_block + line * blocks_per_line;
+    // Past the end of the file the request stays whole and the controller
+    // refuses it (LBA out of range), as it would any bad command.
+    const std::uint64_t left = slba < end_block ? end_block - slba : blocks_per_line;
+    return {slba, static_cast<std::uint32_t>(left < blocks_per_line ? left : blocks_per_line),
+            cache.line_data(slot)};
+  }
+
+  // Warp-collective: lanes of `mask` with `active` write back the line they
+  // claimed (slot, key), then release it clean (or still dirty on failure,
+  // recorded). The line may be any array's: its source says where it goes,
+  // one source's controller at a time.
+  WARPSTORE_HD void write_back(unsigned mask, bool active, std::uint32_t slot,
+                               std::uint64_t key) const {
+    const std::uint32_t src = cache_ref::source_of(key);
+    unsigned todo = warp::ballot(mask, active);
+    while (todo) {
+      const std::uint32_t s = warp::shfl(mask, src, warp::first_lane(todo));
+      const bool mine = active && src == s;
+      todo &= ~warp::ballot(mask, mine);
+      const cache_source& where = cache.sources[s];
+      const std::uint32_t blocks_per_line = cache.line_size >> nvme::block_shift;
+      const std::uint64_t slba = where.first_block + cache_ref::line_of(key) * blocks_per_line;
+      const std::uint64_t left = slba < where.end_block ? where.end_block - slba : blocks_per_line;
+      const io_request req{
+          slba, static_cast<std::uint32_t>(left < blocks_per_line ? left : blocks_per_line),
+          cache.line_data(slot)};
+      const nvme::status st = where.io.write(mask, mine, req);
+      if (!mine) continue;
+      cache.finish_write_back(slot, st.success());
+      if (!st.success())
+        errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, s, st,
+                       cache_ref::line_of(key), req.slba);
+    }
+  }
+
+  // Warp-collective: writes back every dirty line of this array among cache
+  // slots [first, first + n). A line being written back by someone else, or
+  // pinned, is waited for (bounded): when this returns, every line that was
+  // dirty when it started has reached the controller, unless an error was
+  // recorded. Do not hold pins of this array while flushing.
+  WARPSTORE_HD bool write_back_range(unsigned mask, std::uint32_t first, std::uint32_t n) const {
+    const unsigned lanes = warp::popcount(mask);
+    const unsigned rank = warp::rank_in(mask, warp::lane());
+    bool ok = true;
+    for (std::uint32_t base = 0; base < n; base += lanes) {
+      const std::uint32_t slot = first + base + rank;
+      bool pending = base + rank < n;
+      deadline dl(timeout_ns);
+      while (warp::ballot(mask, pending) != 0) {
+        std::uint64_t key = 0;
+        bool claimed = false;
+        if (pending) {
+          const std::uint32_t s = cache.state_of(slot);
+          const bool mine = cache_ref::source_of(cache.tag_of(slot)) == source;
+          if ((s & line_state::dirty) == 0 || !mine) {
+            pending = false;  // clean, or another array's
+          } else {
+            claimed = cache.claim_dirty(slot, key);
+          }
+        }
+        write_back(mask, claimed, slot, key);
+        if (claimed) pending = false;
+        if (pending && dl.expired()) {
+          pending = false;
+          ok = false;
+          errors->record(error_kind::deadline, source, nvme::status::deadline(), 0, 0);
+        } else if (pending) {
+          dl.pause();
+        }
+      }
+    }
+    return warp::ballot(mask, !ok) == 0;
+  }
+
+  // One lane: a FLUSH through the queues; records a failure.
+  WARPSTORE_HD bool flush_controller() const {
+    const nvme::status st = io.flush();
+    if (st.success()) return true;
+    errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, source, st, 0, 0);
+    return false;
+  }
+};
+
+// Host side of a flush, per target (src/array/flush_{gpu.cu,cpu.cpp}): writes
+// back every dirty line of `lines`' array across the whole cache, then one
+// FLUSH; returns when both are done. Errors go to lines.errors.
+void flush_lines(const line_io& lines);
+
+}  // namespace warpstore::detail

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The GPU run of the write path (issue 4) in one command, on the GPU machine,
+# from the checkout (about 2 to 3 minutes, build included; the steps'
+# timeouts add up to 220 s):
+#
+#   source .deps/unpack-deps.sh; scripts/gpu-writes.sh
+#
+# Builds (Release, sm_90) the write tests and warpstore-bench, runs the GPU
+# write tests (1 M threads storing through a cache 1/16 of the data, both
+# controllers, both deliveries, file verified), the read tests that cover the
+# changed cache code, and the write-heavy vector add against the tiled
+# baseline, which merges write.vectoradd.vs_tiled into
+# bench/results/durability.json. Every step is bounded by `timeout` and
+# independent of the others; logs and results go to $OUT.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+out=${OUT:-$root/gpu-writes-out}
+mkdir -p "$out"
+build=${BUILD_DIR:-$root/build-gpu}
+status=0
+export WARPSTORE_COMMIT=${WARPSTORE_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
+start=$(date +%s)
+step() { echo "== $1 ($(($(date +%s) - start)) s)" | tee -a "$out/summary.log" >&2; }
+
+{ nvidia-smi -L; nproc; free -g | head -2; df -h /tmp | tail -1; } >"$out/machine.log" 2>&1
+
+step build
+if ! { timeout 20 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+         -DCMAKE_CUDA_ARCHITECTURES=90 &&
+       timeout 100 cmake --build "$build" -j 16 --target gpu_array_write_test gpu_array_read_test \
+         warpstore-bench; } >"$out/build.log" 2>&1; then
+  tail -40 "$out/build.log" >&2
+  echo "gpu-writes: build failed" | tee -a "$out/summary.log" >&2
+  exit 1
+fi
+
+step "GPU write tests"
+timeout 35 "$build/tests/gpu/gpu_array_write_test" >"$out/gpu-write-tests.log" 2>&1 ||
+  { rc=$?; status=1; echo "FAILED: gpu_array_write_test (exit $rc)" | tee -a "$out/summary.log" >&2; }
+grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/gpu-write-tests.log" | tee -a "$out/summary.log" >&2
+
+step "GPU read tests touched by the cache changes"
+timeout 15 "$build/tests/gpu/gpu_array_read_test" \
+  --gtest_filter='*ScanEveryByte*host_4096:*Oversubscribed*host_4096:*Oversubscribed*memory_4096:GpuArray.*' \
+  >"$out/gpu-read-tests.log" 2>&1 ||
+  { rc=$?; status=1; echo "FAILED: gpu_array_read_test (exit $rc)" | tee -a "$out/summary.log" >&2; }
+grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/gpu-read-tests.log" | tee -a "$out/summary.log" >&2
+
+step "vector add vs tiled (host controller)"
+json="$root/bench/results/durability.json"
+timeout 30 "$build/bench/warpstore-bench" writes --json "$json" \
+  --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
+  --controller host --service-threads 8 --direct off --name write.vectoradd.vs_tiled \
+  >"$out/bench-writes.log" 2>&1 ||
+  { rc=$?; status=1; echo "FAILED: warpstore-bench writes (exit $rc)" | tee -a "$out/summary.log" >&2; }
+tail -12 "$out/bench-writes.log" | tee -a "$out/summary.log" >&2
+
+step "vector add vs tiled (memory controller)"
+timeout 20 "$build/bench/warpstore-bench" writes --json "$json" \
+  --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
+  --controller memory --direct off --name write.vectoradd.memory.vs_tiled \
+  >"$out/bench-writes-memory.log" 2>&1 ||
+  { rc=$?; status=1; echo "FAILED: warpstore-bench writes --controller memory (exit $rc)" | tee -a "$out/summary.log" >&2; }
+tail -6 "$out/bench-writes-memory.log" | tee -a "$out/summary.log" >&2
+
+cp "$json" "$out/" 2>/dev/null
+rm -f /tmp/warpstore-writes.dat.out
+step "done (status $status)"
+exit $status

@@ -1,0 +1,210 @@
+// The whole write path on the CPU target: std::thread lanes store into arrays
+// whose cache is far smaller than the file, so lines are written back on
+// eviction; flush() must leave every byte in the file. Against the real host
+// controller (both deliveries) and the memory controller.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "test_files.h"
+#include "write_cases.h"
+#include "warpstore/array.cuh"
+
+using namespace warpstore;
+
+namespace {
+
+constexpr std::uint64_t new_seed = 11;
+
+using setup = test::write_case;
+
+options write_options(const setup& s, std::uint32_t line_size = 4096) {
+  options o;
+  o.controller = s.kind;
+  o.deliver = s.deliver;
+  o.writable = true;
+  o.cache_bytes = 256 << 10;  // 1/32 of the 8 MiB file
+  o.line_size = line_size;
+  o.ways = 4;
+  o.service_threads = 2;
+  o.queue_pairs = 2;
+  o.queue_depth = 8;
+  o.direct = direct_io::off;
+  o.timeout_ns = 20'000'000'000ull;
+  return o;
+}
+
+std::uint64_t new_word(std::uint64_t i) {
+  return tools::pattern_word(i * 8, new_seed);
+}
+
+// Words of the file at `path` that differ from want(i).
+template <class Want>
+std::uint64_t file_mismatches(const std::string& path, std::uint64_t words, Want&& want) {
+  std::vector<std::uint64_t> buf(words);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return words;
+  const ssize_t r = ::pread(fd, buf.data(), words * 8, 0);
+  ::close(fd);
+  if (r != static_cast<ssize_t>(words * 8)) return words;
+  std::uint64_t bad = 0;
+  for (std::uint64_t i = 0; i < words; ++i) bad += buf[i] != want(i);
+  return bad;
+}
+
+class ArrayWrite : public ::testing::TestWithParam<setup> {
+ protected:
+  test::pattern_file file_{8 << 20};
+};
+
+}  // namespace
+
+TEST_P(ArrayWrite, StoreEveryElementThroughASmallCacheThenFlush) {
+  array<std::uint64_t> a(file_.path(), 0, write_options(GetParam()));
+  const array_ref<std::uint64_t> ref = a.ref();
+  const unsigned lanes = 8;
+  test::run_lanes(lanes, [&](unsigned lane) {
+    // Interleaved lines: lanes meet on the same sets and lines.
+    for (std::uint64_t i = lane * 64; i < ref.size(); i += lanes * 64)
+      for (std::uint64_t k = i; k < i + 64 && k < ref.size(); ++k) ref.store(k, new_word(k));
+  });
+  a.check();
+  EXPECT_GT(a.stats().writebacks, 0u);  // the cache holds 1/32: most lines left on eviction
+  a.flush();
+  EXPECT_EQ(file_mismatches(file_.path(), ref.size(), new_word), 0u);
+}
+
+TEST_P(ArrayWrite, PartialStoresKeepTheRestOfTheLine) {
+  array<std::uint64_t> a(file_.path(), 0, write_options(GetParam(), 512));
+  const array_ref<std::uint64_t> ref = a.ref();
+  test::run_lanes(6, [&](unsigned lane) {
+    test::lane_rng rng{lane + 1};
+    for (int n = 0; n < 3000; ++n) {
+      // Every third word at most, each lane its own words (no two lanes
+      // write one word), lanes sharing lines.
+      const std::uint64_t i = ((rng.next() % (ref.size() / 18)) * 6 + lane) * 3;
+      ref.store(i, new_word(i));
+    }
+  });
+  a.flush();
+  // Words not a multiple of 3 were never written: read-modify-write kept them.
+  std::vector<std::uint64_t> buf(ref.size());
+  const int fd = ::open(file_.path().c_str(), O_RDONLY);
+  ASSERT_EQ(::pread(fd, buf.data(), buf.size() * 8, 0), static_cast<ssize_t>(buf.size() * 8));
+  ::close(fd);
+  std::uint64_t bad = 0, written = 0;
+  for (std::uint64_t i = 0; i < buf.size(); ++i) {
+    if (i % 3 != 0) {
+      bad += buf[i] != tools::pattern_word(i * 8);
+    } else {
+      written += buf[i] == new_word(i);
+      bad += buf[i] != new_word(i) && buf[i] != tools::pattern_word(i * 8);
+    }
+  }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_GT(written, 1000u);
+}
+
+TEST_P(ArrayWrite, ReadsSeeStoresBeforeAndAfterEviction) {
+  array<std::uint64_t> a(file_.path(), 0, write_options(GetParam()));
+  const array_ref<std::uint64_t> ref = a.ref();
+  std::atomic<std::uint64_t> wrong{0};
+  test::run_lanes(8, [&](unsigned lane) {
+    const std::uint64_t per = ref.size() / 8;
+    for (std::uint64_t i = lane * per; i < (lane + 1) * per; ++i) {
+      ref.store(i, new_word(i));
+      if (ref[i] != new_word(i)) wrong.fetch_add(1);  // hit: the line just written
+    }
+    // Evicted long ago: read back from the file the write-back reached.
+    for (std::uint64_t i = lane * per; i < (lane + 1) * per; i += 97)
+      if (ref[i] != new_word(i)) wrong.fetch_add(1);
+  });
+  EXPECT_EQ(wrong.load(), 0u);
+  a.flush();
+}
+
+TEST_P(ArrayWrite, WriteSpanWholeAndPartialLines) {
+  array<std::uint64_t> a(file_.path(), 0, write_options(GetParam(), 512));
+  const array_ref<std::uint64_t> ref = a.ref();
+  std::vector<std::uint64_t> in(5000);
+  const std::uint64_t first = 12345;  // starts and ends inside a line
+  for (std::size_t k = 0; k < in.size(); ++k) in[k] = new_word(first + k);
+  ASSERT_TRUE(ref.write_span(first, in.size(), in.data()));
+  std::vector<std::uint64_t> out(in.size());
+  ASSERT_TRUE(ref.read_span(first, out.size(), out.data()));
+  EXPECT_EQ(out, in);
+  a.flush();
+  EXPECT_EQ(file_mismatches(file_.path(), ref.size(),
+                            [&](std::uint64_t i) {
+                              return i >= first && i < first + in.size()
+                                         ? new_word(i)
+                                         : tools::pattern_word(i * 8);
+                            }),
+            0u);
+  EXPECT_FALSE(ref.write_span(ref.size() - 2, 3, in.data()));
+  EXPECT_THROW(a.check(), index_error);
+}
+
+TEST_P(ArrayWrite, DeviceInitiatedFlush) {
+  array<std::uint64_t> a(file_.path(), 0, write_options(GetParam()));
+  const array_ref<std::uint64_t> ref = a.ref();
+  test::run_lanes(4, [&](unsigned lane) {
+    for (std::uint64_t i = lane; i < 100000; i += 4) ref.store(i, new_word(i));
+  });
+  EXPECT_TRUE(ref.flush());  // one lane, as one warp of a kernel would
+  a.check();
+  if (GetParam().kind == controller_kind::memory) a.flush();  // pinned memory to the file
+  EXPECT_EQ(file_mismatches(file_.path(), ref.size(),
+                            [](std::uint64_t i) {
+                              return i < 100000 ? new_word(i) : tools::pattern_word(i * 8);
+                            }),
+            0u);
+  // Nothing of the array is left dirty.
+  const cache_ref& c = ref.cache;
+  for (std::uint32_t s = 0; s < c.num_lines; ++s) EXPECT_EQ(c.states[s] & line_state::dirty, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Controllers, ArrayWrite, test::write_cases(), test::write_case_name);
+
+TEST(ArrayWriteReadOnly, StoresToAReadOnlyOpenAreRefused) {
+  test::pattern_file file(1 << 20);
+  options o = write_options({controller_kind::host, delivery::gpu_pull});
+  o.writable = false;
+  array<std::uint64_t> a(file.path(), 0, o);
+  EXPECT_FALSE(a.writable());
+  a.ref().store(5, 42);
+  try {
+    a.check();
+    FAIL() << "no error raised";
+  } catch (const io_error& e) {
+    EXPECT_EQ(e.status().code(), nvme::sc::namespace_write_protected);
+    EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(a.ref()[5], tools::pattern_word(5 * 8));  // the cache was not touched
+  a.flush();
+  EXPECT_EQ(file_mismatches(file.path(), a.size(),
+                            [](std::uint64_t i) { return tools::pattern_word(i * 8); }),
+            0u);
+}
+
+TEST(ArrayWriteShared, TwoArraysInOneCacheFlushTheirOwnLines) {
+  test::pattern_file file(4 << 20);
+  const options o = write_options({controller_kind::host, delivery::gpu_pull});
+  auto c = std::make_shared<cache>(o);
+  auto ctl = make_controller(file.path(), o);
+  array<std::uint64_t> low(c, ctl, 1 << 18, 0, o);
+  array<std::uint64_t> high(c, ctl, 1 << 18, 2 << 20, o);
+  test::run_lanes(4, [&](unsigned lane) {
+    for (std::uint64_t i = lane; i < low.size(); i += 4) {
+      low.ref().store(i, new_word(i));
+      high.ref().store(i, new_word(i + (1 << 18)));
+    }
+  });
+  low.flush();
+  high.flush();
+  EXPECT_EQ(file_mismatches(file.path(), file.bytes() / 8, new_word), 0u);
+}
