@@ -128,7 +128,7 @@ TEST(CsrFormat, RejectsDamagedFiles) {
     io.write(reinterpret_cast<const char*>(&bad), 4);
   }
   EXPECT_THROW(read_csr(f.str(), 1), std::runtime_error);
-  ::truncate(f.str().c_str(), 4096);  // shorter than the header says
+  ASSERT_EQ(::truncate(f.str().c_str(), 4096), 0);  // shorter than the header says
   EXPECT_THROW(read_csr_header(f.str()), std::runtime_error);
   write_text(f.str(), "not a graph at all, just text that is long enough to hold a header.......");
   EXPECT_THROW(read_csr_header(f.str()), std::runtime_error);

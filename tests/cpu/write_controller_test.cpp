@@ -173,7 +173,7 @@ TEST_P(HostWrite, OutOfRangeWriteIsRefusedAndTheFileDoesNotGrow) {
 TEST_P(HostWrite, FlushCompletesOnlyAfterEveryEarlierWriteOfItsQueue) {
   test::pattern_file f(1 << 20);
   auto ctl = make_host(f.path(), test_options(GetParam()), file_access::read_write);
-  const queue_pair_ref& qp = ctl->device_ref().queues.pick(0);
+  const queue_pair_ref qp = ctl->device_ref().queues.pick(0);
   for (int round = 0; round < 50; ++round) {
     // Seven WRITEs then a FLUSH, all submitted before any is waited for.
     std::vector<std::vector<std::byte>> bufs(7, std::vector<std::byte>(4096));
