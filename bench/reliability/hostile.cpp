@@ -241,7 +241,7 @@ bench::result hostile_result(const std::vector<hostile_case>& cases, const std::
     }
   }
   bench::result r;
-  r.name = "hostile.inputs";
+  r.name = target == "gpu" ? "hostile.inputs.gpu" : "hostile.inputs";
   r.value = static_cast<double>(tried);
   r.unit = "cases";
   r.verified = true;
