@@ -16,6 +16,7 @@ out=${OUT:-$root/gpu-reliability-out}
 mkdir -p "$out"
 build=${BUILD_DIR:-$root/build-gpu}
 export WARPSTORE_COMMIT=${WARPSTORE_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
+export WARPSTORE_BENCH_COMMAND=${WARPSTORE_BENCH_COMMAND:-"source .deps/unpack-deps.sh; scripts/gpu-reliability.sh"}
 json=$root/bench/results/reliability.json
 bin=$build/bench/warpstore-reliability-gpu
 status=0

@@ -17,6 +17,7 @@ if [ ! -f "$build/CMakeCache.txt" ]; then
 fi
 "$WARPSTORE_CMAKE" --build "$build" -j "$jobs" --target warpstore-reliability-cpu \
   perturbed_protocol_test submission_fuzz_test
+export WARPSTORE_BENCH_COMMAND=${WARPSTORE_BENCH_COMMAND:-scripts/reliability.sh}
 out=${OUT:-$build/reliability}
 mkdir -p "$out"
 seeds=${WARPSTORE_PERTURB_SEEDS:-256}

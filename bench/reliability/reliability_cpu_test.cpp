@@ -6,25 +6,13 @@
 #include <cstdlib>
 #include <thread>
 
-#include "bench/reliability/reliability.h"
+#include "bench/reliability/cpu_reader.h"
 #include "tools/pattern_file.h"
 
 using namespace warpstore;
 using namespace warpstore::reliability;
 
 namespace {
-
-void read_on_threads(const array<std::uint64_t>& a, const std::vector<std::uint64_t>& indices,
-                     std::vector<std::uint64_t>& out) {
-  const auto ref = a.ref();
-  const unsigned lanes = 6;
-  std::vector<std::thread> threads;
-  for (unsigned l = 0; l < lanes; ++l)
-    threads.emplace_back([&, l] {
-      for (std::size_t k = l; k < indices.size(); k += lanes) out[k] = ref[indices[k]];
-    });
-  for (auto& t : threads) t.join();
-}
 
 std::string scratch_dir() {
   const char* d = std::getenv("TMPDIR");

@@ -270,6 +270,26 @@ double since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// One stream_kernel run (idx, or element t mod `modulo`), as a pressure entry.
+bench::result stream(const array<std::uint64_t>& a, const std::string& what, controller_kind kind,
+                     const std::uint64_t* idx, unsigned threads, std::uint64_t modulo,
+                     bench::json::object params) {
+  device_buffer<unsigned long long> wrong(1), zero(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  stream_kernel<<<(threads + 255) / 256, 256>>>(a.ref(), idx, threads, modulo, wrong.p, zero.p);
+  WARPSTORE_CHECK_LAUNCH();
+  must_finish(120, "stream kernel");
+  const double s = since(t0);
+  std::uint64_t errors = 0;
+  const std::string err = take_error(a, errors);
+  const auto w = read_counter(wrong.p), z = read_counter(zero.p);
+  std::printf("pressure %s %-6s: %u threads %.3f s, %llu wrong, %llu failed %s\n", what.c_str(),
+              to_string(kind), threads, s, w, z, err.c_str());
+  params.push_back({"failed_reads", z});
+  params.push_back({"error", err});
+  return pressure_entry(what + "." + to_string(kind), threads, s, w + z, std::move(params));
+}
+
 std::vector<bench::result> pressure(const bench::parsed_args& args, const std::string& path) {
   std::vector<bench::result> out;
   const unsigned threads = static_cast<unsigned>(args.count("pressure-threads"));
@@ -308,50 +328,14 @@ std::vector<bench::result> pressure(const bench::parsed_args& args, const std::s
   for (controller_kind kind : {controller_kind::memory, controller_kind::host}) {
     array<std::uint64_t> a(path, 0, gpu_options(kind, 4096, 64 << 20));
     // Hot spot: every thread wants one of 8 elements of line 0.
-    {
-      device_buffer<unsigned long long> wrong(1), zero(1);
-      const auto t0 = std::chrono::steady_clock::now();
-      stream_kernel<<<blocks, 256>>>(a.ref(), nullptr, threads, 8, wrong.p, zero.p);
-      WARPSTORE_CHECK_LAUNCH();
-      must_finish(120, "hot-spot kernel");
-      const double s = since(t0);
-      std::uint64_t errors = 0;
-      const std::string err = take_error(a, errors);
-      const auto w = read_counter(wrong.p), z = read_counter(zero.p);
-      std::printf("pressure hotspot %-6s: %u threads %.3f s, %llu wrong, %llu failed %s\n",
-                  to_string(kind), threads, s, w, z, err.c_str());
-      out.push_back(pressure_entry(std::string("hotspot.") + to_string(kind), threads, s, w + z,
-                                   object_builder()
-                                       .add("threads", threads)
-                                       .add("failed_reads", z)
-                                       .add("error", err)
-                                       .done()));
-    }
+    out.push_back(stream(a, "hotspot", kind, nullptr, threads, 8,
+                         object_builder().add("threads", threads).done()));
     // A Zipf stream (exponent 0.99) over the whole file.
-    {
-      const bench::zipf_generator z(a.size(), 0.99, 17);
-      const std::vector<std::uint64_t> idx = z.indices(threads);
-      device_buffer<std::uint64_t> d_idx(threads);
-      WARPSTORE_CUDA_TRY(cudaMemcpy(d_idx.p, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
-      device_buffer<unsigned long long> wrong(1), zero(1);
-      const auto t0 = std::chrono::steady_clock::now();
-      stream_kernel<<<blocks, 256>>>(a.ref(), d_idx.p, threads, 0, wrong.p, zero.p);
-      WARPSTORE_CHECK_LAUNCH();
-      must_finish(120, "zipf kernel");
-      const double s = since(t0);
-      std::uint64_t errors = 0;
-      const std::string err = take_error(a, errors);
-      const auto w = read_counter(wrong.p), zz = read_counter(zero.p);
-      std::printf("pressure zipf %-6s: %u threads %.3f s, %llu wrong, %llu failed %s\n",
-                  to_string(kind), threads, s, w, zz, err.c_str());
-      out.push_back(pressure_entry(std::string("zipf.") + to_string(kind), threads, s, w + zz,
-                                   object_builder()
-                                       .add("threads", threads)
-                                       .add("exponent", 0.99)
-                                       .add("failed_reads", zz)
-                                       .add("error", err)
-                                       .done()));
-    }
+    const std::vector<std::uint64_t> idx = bench::zipf_generator(a.size(), 0.99, 17).indices(threads);
+    device_buffer<std::uint64_t> d_idx(threads);
+    WARPSTORE_CUDA_TRY(cudaMemcpy(d_idx.p, idx.data(), idx.size() * 8, cudaMemcpyHostToDevice));
+    out.push_back(stream(a, "zipf", kind, d_idx.p, threads, 0,
+                         object_builder().add("threads", threads).add("exponent", 0.99).done()));
   }
   return out;
 }
