@@ -14,6 +14,7 @@
 #include "bench/reliability/reliability.h"
 #include "tools/pattern.cuh"
 #include "tools/pattern_file.h"
+#include "warpstore/runtime.h"
 
 namespace warpstore::reliability {
 
@@ -216,7 +217,9 @@ std::vector<hostile_case> run_hostile(const std::string& dir, const reader& read
     cases.push_back(expect_refusal<invalid_argument>(
         "cache larger than free GPU memory", [&] {
           open_as<std::uint64_t>(f.path(), 0, 0,
-                                 with([](options& o) { o.cache_bytes = std::size_t{1} << 50; }));
+                                 with([](options& o) {
+                                   o.cache_bytes = runtime::free_device_memory() + (8ull << 30);
+                                 }));
         },
         {"GPU memory"}));
   }
