@@ -21,7 +21,7 @@ export WARPSTORE_BENCH_COMMAND=${WARPSTORE_BENCH_COMMAND:-scripts/reliability.sh
 out=${OUT:-$build/reliability}
 mkdir -p "$out"
 seeds=${WARPSTORE_PERTURB_SEEDS:-256}
-fuzz_seconds=${WARPSTORE_FUZZ_SECONDS:-60}
+fuzz_seconds=${WARPSTORE_FUZZ_SECONDS:-30}
 
 echo "== perturbed protocol, $seeds seeds per controller"
 WARPSTORE_PERTURB_SEEDS=$seeds timeout 900 "$build/tests/cpu/perturbed_protocol_test" 2>&1 |
