@@ -93,6 +93,20 @@ void take_error(const array<std::uint64_t>& a, const planned_faults& faults, fau
 
 }  // namespace
 
+options scenario_options(std::size_t cache_bytes, std::uint32_t queue_pairs,
+                         std::uint32_t service_threads, std::uint64_t timeout_ns) {
+  options o;
+  o.cache_bytes = cache_bytes;
+  o.line_size = 4096;
+  o.ways = 4;
+  o.service_threads = service_threads;
+  o.queue_pairs = queue_pairs;
+  o.queue_depth = 32;
+  o.direct = direct_io::off;
+  o.timeout_ns = timeout_ns;
+  return o;
+}
+
 std::vector<std::uint64_t> random_indices(std::uint64_t count, std::uint64_t reads,
                                           std::uint64_t seed) {
   std::mt19937_64 rng(seed);

@@ -37,18 +37,7 @@ class scratch_file {
   std::string path_;
 };
 
-options small_options() {
-  options o;
-  o.cache_bytes = 64 << 10;
-  o.line_size = 4096;
-  o.ways = 4;
-  o.service_threads = 1;
-  o.queue_pairs = 1;
-  o.queue_depth = 32;
-  o.direct = direct_io::off;
-  o.timeout_ns = 2'000'000'000ull;
-  return o;
-}
+options small_options() { return scenario_options(64 << 10, 1, 1, 2'000'000'000ull); }
 
 // The case passes when `body` raises an E whose message holds every word of
 // `must_say`.

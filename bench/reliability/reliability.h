@@ -65,6 +65,11 @@ std::vector<hostile_case> run_hostile(const std::string& dir, const reader& read
 bench::result fault_result(const fault_outcome& o, const std::string& target);
 bench::result hostile_result(const std::vector<hostile_case>& cases, const std::string& target);
 
+// Host-controller options of the scenarios: buffered I/O, 4 KiB lines in
+// sets of 4, queue depth 32 (at least a GPU warp).
+options scenario_options(std::size_t cache_bytes, std::uint32_t queue_pairs,
+                         std::uint32_t service_threads, std::uint64_t timeout_ns);
+
 // `reads` random indices below `count`.
 std::vector<std::uint64_t> random_indices(std::uint64_t count, std::uint64_t reads,
                                           std::uint64_t seed);

@@ -35,16 +35,7 @@ bench::arg_parser make_parser(const target& t) {
 }
 
 options fault_options(const bench::parsed_args& args) {
-  options o;
-  o.cache_bytes = args.size("cache");
-  o.line_size = 4096;
-  o.ways = 4;
-  o.service_threads = 2;
-  o.queue_pairs = 4;
-  o.queue_depth = 32;
-  o.direct = direct_io::off;
-  o.timeout_ns = args.count("timeout-ms") * 1'000'000ull;
-  return o;
+  return scenario_options(args.size("cache"), 4, 2, args.count("timeout-ms") * 1'000'000ull);
 }
 
 bench::result count_entry(const std::string& name, double value, const std::string& unit,

@@ -55,42 +55,30 @@ struct perturbed_atomic_ref : cuda::atomic_ref<T, Scope> {
     perturb_atomic_step();
     base::store(v, o);
   }
-  T exchange(T v, order o = cuda::std::memory_order_seq_cst) const {
-    perturb_atomic_step();
-    return base::exchange(v, o);
+// Read-modify-writes: the hook, then the operation itself.
+#define WARPSTORE_PERTURBED_RMW(op)                                        \
+  T op(T v, order o = cuda::std::memory_order_seq_cst) const {             \
+    perturb_atomic_step();                                                 \
+    return base::op(v, o);                                                 \
   }
-  T fetch_add(T v, order o = cuda::std::memory_order_seq_cst) const {
-    perturb_atomic_step();
-    return base::fetch_add(v, o);
+#define WARPSTORE_PERTURBED_CAS(op)                                        \
+  bool op(T& e, T d, order s, order f) const {                             \
+    perturb_atomic_step();                                                 \
+    return base::op(e, d, s, f);                                           \
+  }                                                                        \
+  bool op(T& e, T d, order o = cuda::std::memory_order_seq_cst) const {    \
+    perturb_atomic_step();                                                 \
+    return base::op(e, d, o);                                              \
   }
-  T fetch_sub(T v, order o = cuda::std::memory_order_seq_cst) const {
-    perturb_atomic_step();
-    return base::fetch_sub(v, o);
-  }
-  T fetch_or(T v, order o = cuda::std::memory_order_seq_cst) const {
-    perturb_atomic_step();
-    return base::fetch_or(v, o);
-  }
-  T fetch_and(T v, order o = cuda::std::memory_order_seq_cst) const {
-    perturb_atomic_step();
-    return base::fetch_and(v, o);
-  }
-  bool compare_exchange_strong(T& e, T d, order s, order f) const {
-    perturb_atomic_step();
-    return base::compare_exchange_strong(e, d, s, f);
-  }
-  bool compare_exchange_strong(T& e, T d, order o = cuda::std::memory_order_seq_cst) const {
-    perturb_atomic_step();
-    return base::compare_exchange_strong(e, d, o);
-  }
-  bool compare_exchange_weak(T& e, T d, order s, order f) const {
-    perturb_atomic_step();
-    return base::compare_exchange_weak(e, d, s, f);
-  }
-  bool compare_exchange_weak(T& e, T d, order o = cuda::std::memory_order_seq_cst) const {
-    perturb_atomic_step();
-    return base::compare_exchange_weak(e, d, o);
-  }
+  WARPSTORE_PERTURBED_RMW(exchange)
+  WARPSTORE_PERTURBED_RMW(fetch_add)
+  WARPSTORE_PERTURBED_RMW(fetch_sub)
+  WARPSTORE_PERTURBED_RMW(fetch_or)
+  WARPSTORE_PERTURBED_RMW(fetch_and)
+  WARPSTORE_PERTURBED_CAS(compare_exchange_strong)
+  WARPSTORE_PERTURBED_CAS(compare_exchange_weak)
+#undef WARPSTORE_PERTURBED_RMW
+#undef WARPSTORE_PERTURBED_CAS
 };
 template <class T>
 using device_atomic = perturbed_atomic_ref<T, cuda::thread_scope_device>;
