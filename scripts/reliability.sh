@@ -20,7 +20,7 @@ fi
 export WARPSTORE_BENCH_COMMAND=${WARPSTORE_BENCH_COMMAND:-scripts/reliability.sh}
 out=${OUT:-$build/reliability}
 mkdir -p "$out"
-seeds=${WARPSTORE_PERTURB_SEEDS:-256}
+seeds=${WARPSTORE_PERTURB_SEEDS:-128}
 fuzz_seconds=${WARPSTORE_FUZZ_SECONDS:-30}
 
 echo "== perturbed protocol, $seeds seeds per controller"

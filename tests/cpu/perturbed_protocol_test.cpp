@@ -50,7 +50,7 @@ namespace {
 
 unsigned seeds() {
   const char* v = std::getenv("WARPSTORE_PERTURB_SEEDS");
-  return v && *v ? static_cast<unsigned>(std::stoul(v)) : 64u;
+  return v && *v ? static_cast<unsigned>(std::stoul(v)) : 32u;
 }
 
 options perturbed_options(controller_kind kind) {
