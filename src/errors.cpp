@@ -50,8 +50,8 @@ std::string message(const error_record& r, const std::string& where) {
       m += "index " + std::to_string(r.index) + " out of range";
       break;
     case error_kind::deadline:
-      m += "deadline exceeded reading element " + std::to_string(r.index) +
-           (r.lba ? " at LBA " + std::to_string(r.lba) : std::string());
+      m += "deadline exceeded reading element " + std::to_string(r.index) + " at LBA " +
+           std::to_string(r.lba) + ": " + describe(nvme::status{r.status});
       break;
     default:
       m += "I/O error reading element " + std::to_string(r.index) + " at LBA " +

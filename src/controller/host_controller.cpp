@@ -111,6 +111,7 @@ class host_controller::worker {
     std::uint32_t request_bytes = 0;  // bytes asked of the kernel (O_DIRECT: aligned up)
     std::uint32_t done = 0;           // bytes read so far
     std::uint32_t dw0 = 0;            // completion dword 0: errno of a failed read, write or flush
+    fault_action fault;               // what the fault policy made of it (tests)
     nvme::status status;
     std::uint32_t queue = 0;  // index into queues_
     std::uint32_t index = 0;  // index into its queue's contexts
@@ -159,6 +160,9 @@ class host_controller::worker {
   void flush_uploads();
   void flush_copies();
   void complete(command_ctx& c, nvme::status st, std::uint32_t dw0 = 0);
+  void enqueue_post(command_ctx& c);
+  bool inject_fault(command_ctx& c);
+  bool release_held();
   io_uring_sqe* next_sqe();
   void flush_counters();
 
@@ -173,6 +177,8 @@ class host_controller::worker {
   bool gpu_pull_;
   std::uint64_t drain_timeout_ns_;
 
+  fault_policy* faults_;      // null outside tests
+  held_completions held_;    // completions a fault holds back
   std::vector<queue_ctx> queues_;
   std::uint32_t next_queue_ = 0;  // round-robin start of fetch, for fairness
 
@@ -207,7 +213,8 @@ host_controller::worker::worker(host_controller& owner, std::uint32_t id,
       direct_(owner.file_->direct()),
       direct_alignment_(owner.file_->direct_alignment()),
       gpu_pull_(opts.deliver == delivery::gpu_pull),
-      drain_timeout_ns_(std::max<std::uint64_t>(opts.timeout_ns, 1'000'000'000ull)) {
+      drain_timeout_ns_(std::max<std::uint64_t>(opts.timeout_ns, 1'000'000'000ull)),
+      faults_(owner.faults_.get()) {
   const std::uint32_t depth = owner.queues_.depth();
   const std::size_t queue_bytes = std::size_t{depth} * slot_bytes_;
   if (!gpu_pull_) {
@@ -300,6 +307,7 @@ void host_controller::worker::loop() {
     bool progress = fetch();
     progress |= submit();
     progress |= reap();
+    progress |= release_held();
     progress |= post();
     flush_counters();
     if (progress) {
@@ -382,6 +390,7 @@ void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
   c.length = 0;
   c.offset = 0;
   c.done = 0;
+  c.fault = {};
   const auto op = static_cast<nvme::opcode>(cmd.opc);
   if (cmd.nsid != nsid_one && !(op == nvme::opcode::flush && cmd.nsid == nsid_all))
     return complete(c, generic_status(nvme::sc::invalid_namespace));
@@ -448,6 +457,8 @@ void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
       return complete(c, generic_status(nvme::sc::invalid_field));
   }
   c.done = 0;
+  // Faults are injected into reads (the fault policy's kinds are read faults).
+  if (op == nvme::opcode::read && faults_ != nullptr && inject_fault(c)) return;
   if (op == nvme::opcode::write) {
     c.generation = q.generation;
     ++q.generation_writes[c.generation & q.mask];
@@ -513,6 +524,23 @@ void host_controller::worker::flush_uploads() {
       write_done(*c, generic_status(nvme::sc::data_transfer_error));
   }
   upload_batch_.clear();
+}
+
+// Asks the fault policy what goes wrong with `c`; true when the fault took
+// the command over (it completed with an error, or never will).
+bool host_controller::worker::inject_fault(command_ctx& c) {
+  c.fault = faults_->before_execute(id_, c.cmd);
+  switch (c.fault.kind) {
+    case fault_kind::io_error:
+      fail_io(c, EIO, "failed (injected fault)");
+      return true;
+    case fault_kind::stall:
+      return true;  // taken from the SQ, never completed: its waiter must time out
+    case fault_kind::thread_death:
+      throw runtime_error("injected fault at LBA " + std::to_string(c.cmd.slba()));
+    default:
+      return false;
+  }
 }
 
 io_uring_sqe* host_controller::worker::next_sqe() {
@@ -594,6 +622,9 @@ void host_controller::worker::on_result(command_ctx& c, int res) {
     if (res < 0) return fail_io(c, -res, "failed");
     return complete(c, nvme::status::ok());
   }
+  if (res > 0 && c.fault.kind != fault_kind::none)
+    res = static_cast<int>(faults_->on_data(c.fault, static_cast<std::uint32_t>(res),
+                                            c.request_bytes, c.done == 0));
   if (res < 0) {
     if (res == -EAGAIN || res == -EINTR) return queue_io(c);
     return fail_io(c, -res, "failed");
@@ -665,6 +696,19 @@ void host_controller::worker::flush_copies() {
 void host_controller::worker::complete(command_ctx& c, nvme::status st, std::uint32_t dw0) {
   c.status = st;
   c.dw0 = dw0;
+  if (c.fault.hold_ns != 0)
+    return held_.hold(c.queue, c.index, steady_ns() + std::exchange(c.fault.hold_ns, 0));
+  enqueue_post(c);
+}
+
+bool host_controller::worker::release_held() {
+  if (held_.empty()) return false;
+  return held_.release_due(steady_ns(), [this](std::uint32_t queue, std::uint32_t context) {
+    enqueue_post(queues_[queue].contexts[context]);
+  });
+}
+
+void host_controller::worker::enqueue_post(command_ctx& c) {
   queue_ctx& q = queues_[c.queue];
   q.pending[(q.pending_head + q.pending_count) & q.mask] = c.index;
   ++q.pending_count;
@@ -768,11 +812,12 @@ std::uint32_t queue_count(const options& opts) {
 }  // namespace
 
 host_controller::host_controller(std::shared_ptr<backing_file> file, const options& opts,
-                                 std::uint32_t slot_bytes)
+                                 std::uint32_t slot_bytes, std::shared_ptr<fault_policy> faults)
     : controller(std::move(file)),
       deliver_(opts.deliver),
       queues_(queue_count(opts), opts.queue_depth, slot_bytes, opts.deliver == delivery::gpu_pull,
               opts.timeout_ns) {
+  faults_ = std::move(faults);
   if (!file_) throw std::invalid_argument("host controller: no backing file");
   if (opts.service_threads == 0)
     throw std::invalid_argument("host controller: service_threads must be at least 1");

@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "controller/fault_policy.h"
 #include "warpstore/controller.h"
 #include "warpstore/detail/queue_pairs.h"
 #include "warpstore/settings.h"
@@ -23,8 +24,9 @@ class host_controller final : public controller {
  public:
   // `slot_bytes` is the largest transfer one command may carry (the cache
   // line size). Raises warpstore::runtime_error if io_uring cannot be set up.
+  // `faults` (tests, the reliability study) decides which commands fail.
   host_controller(std::shared_ptr<backing_file> file, const options& opts,
-                  std::uint32_t slot_bytes);
+                  std::uint32_t slot_bytes, std::shared_ptr<fault_policy> faults = nullptr);
   ~host_controller() override;
   host_controller(const host_controller&) = delete;
   host_controller& operator=(const host_controller&) = delete;
@@ -73,6 +75,7 @@ class host_controller final : public controller {
   std::string last_io_error_;
   std::atomic<bool> failed_{false};
   bool registered_buffers_ = true;
+  std::shared_ptr<fault_policy> faults_;
   // Declared last: threads stop and join before anything they use goes away.
   std::vector<std::unique_ptr<worker>> workers_;
   std::vector<std::thread> threads_;

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "raw_queue.h"
 #include "test_files.h"
 #include "tools/pattern.cuh"
 #include "warpstore/controller.h"
@@ -37,6 +38,7 @@ constexpr std::uint32_t block = nvme::block_size;
 
 // Temporary files whose bytes follow tools::pattern_word (test_files.h).
 using test::pattern_file;
+using test::raw_queue;
 
 // First byte of `got` (bytes at file offset `offset`) that differs from the
 // file's content, zeros past its end; -1 when all match.
@@ -419,49 +421,6 @@ TEST(HostControllerLifecycle, StopsPromptlyAndValidates) {
   EXPECT_THROW(host_controller(file, o, 1000), std::invalid_argument);
   EXPECT_THROW(host_controller(nullptr, o, 4096), std::invalid_argument);
 }
-
-// Raw NVMe conformance: this test is the "GPU" at the level of rings and
-// doorbells, without queue_pair_ref, so it can hold completions unretired.
-class raw_queue {
- public:
-  explicit raw_queue(const queue_pair_ref& qp) : qp_(qp) {}
-
-  void push(nvme::command c) {
-    c.cid = static_cast<std::uint16_t>(sq_tail_);
-    qp_.sq[sq_tail_] = c;
-    sq_tail_ = (sq_tail_ + 1) % qp_.depth;
-  }
-  void ring_sq() {
-    detail::system_atomic<std::uint32_t>(*qp_.sq_tail_doorbell)
-        .store(sq_tail_, detail::memory_order_release);
-  }
-  void retire(std::uint32_t n) {
-    cq_head_ = (cq_head_ + n) % qp_.depth;
-    detail::system_atomic<std::uint32_t>(*qp_.cq_head_doorbell)
-        .store(cq_head_, detail::memory_order_release);
-  }
-  std::uint32_t dw3(std::uint32_t index) const {
-    return detail::system_atomic<std::uint32_t>(
-               *reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(qp_.cq + index) +
-                                                 offsetof(nvme::completion, cid)))
-        .load(detail::memory_order_acquire);
-  }
-  // Waits (bounded) until CQ entry `index` carries `phase`.
-  bool wait_phase(std::uint32_t index, bool phase) const {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    while (std::chrono::steady_clock::now() < end) {
-      if (nvme::dw3_phase(dw3(index)) == phase) return true;
-      std::this_thread::yield();
-    }
-    return false;
-  }
-  const nvme::completion& cqe(std::uint32_t index) const { return qp_.cq[index]; }
-
- private:
-  queue_pair_ref qp_;
-  std::uint32_t sq_tail_ = 0;
-  std::uint32_t cq_head_ = 0;
-};
 
 TEST(HostControllerRaw, CompletionFieldsAndFullCompletionQueue) {
   pattern_file f(64 * block);

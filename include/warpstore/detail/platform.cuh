@@ -35,10 +35,61 @@
 
 namespace warpstore::detail {
 
+#if defined(WARPSTORE_PERTURB_ATOMICS) && !WARPSTORE_ON_GPU
+// Test builds of the CPU target only (the perturbed-protocol test): every
+// atomic step of the queue, cache and controller protocol first calls
+// perturb_atomic_step(), defined by the test, which yields or sleeps at
+// random, so interleavings a quiet machine never shows get exercised.
+void perturb_atomic_step();
+
+template <class T, cuda::thread_scope Scope>
+struct perturbed_atomic_ref : cuda::atomic_ref<T, Scope> {
+  using base = cuda::atomic_ref<T, Scope>;
+  using order = cuda::std::memory_order;
+  explicit perturbed_atomic_ref(T& r) : base(r) {}
+  T load(order o = cuda::std::memory_order_seq_cst) const {
+    perturb_atomic_step();
+    return base::load(o);
+  }
+  void store(T v, order o = cuda::std::memory_order_seq_cst) const {
+    perturb_atomic_step();
+    base::store(v, o);
+  }
+// Read-modify-writes: the hook, then the operation itself.
+#define WARPSTORE_PERTURBED_RMW(op)                                        \
+  T op(T v, order o = cuda::std::memory_order_seq_cst) const {             \
+    perturb_atomic_step();                                                 \
+    return base::op(v, o);                                                 \
+  }
+#define WARPSTORE_PERTURBED_CAS(op)                                        \
+  bool op(T& e, T d, order s, order f) const {                             \
+    perturb_atomic_step();                                                 \
+    return base::op(e, d, s, f);                                           \
+  }                                                                        \
+  bool op(T& e, T d, order o = cuda::std::memory_order_seq_cst) const {    \
+    perturb_atomic_step();                                                 \
+    return base::op(e, d, o);                                              \
+  }
+  WARPSTORE_PERTURBED_RMW(exchange)
+  WARPSTORE_PERTURBED_RMW(fetch_add)
+  WARPSTORE_PERTURBED_RMW(fetch_sub)
+  WARPSTORE_PERTURBED_RMW(fetch_or)
+  WARPSTORE_PERTURBED_RMW(fetch_and)
+  WARPSTORE_PERTURBED_CAS(compare_exchange_strong)
+  WARPSTORE_PERTURBED_CAS(compare_exchange_weak)
+#undef WARPSTORE_PERTURBED_RMW
+#undef WARPSTORE_PERTURBED_CAS
+};
+template <class T>
+using device_atomic = perturbed_atomic_ref<T, cuda::thread_scope_device>;
+template <class T>
+using system_atomic = perturbed_atomic_ref<T, cuda::thread_scope_system>;
+#else
 template <class T>
 using device_atomic = cuda::atomic_ref<T, cuda::thread_scope_device>;
 template <class T>
 using system_atomic = cuda::atomic_ref<T, cuda::thread_scope_system>;
+#endif
 
 using cuda::std::memory_order_acq_rel;
 using cuda::std::memory_order_acquire;

@@ -1,0 +1,57 @@
+// Raw NVMe queue access for tests: the test is the "GPU" at the level of
+// rings and doorbells, without queue_pair_ref, so it can hold completions
+// unretired or submit entries queue_pair_ref would never write.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <thread>
+
+#include "warpstore/nvme.h"
+#include "warpstore/queue.cuh"
+
+namespace warpstore::test {
+
+class raw_queue {
+ public:
+  explicit raw_queue(const queue_pair_ref& qp) : qp_(qp) {}
+
+  void push(nvme::command c) {
+    c.cid = static_cast<std::uint16_t>(sq_tail_);
+    qp_.sq[sq_tail_] = c;
+    sq_tail_ = (sq_tail_ + 1) % qp_.depth;
+  }
+  void ring_sq() {
+    detail::system_atomic<std::uint32_t>(*qp_.sq_tail_doorbell)
+        .store(sq_tail_, detail::memory_order_release);
+  }
+  void retire(std::uint32_t n) {
+    cq_head_ = (cq_head_ + n) % qp_.depth;
+    detail::system_atomic<std::uint32_t>(*qp_.cq_head_doorbell)
+        .store(cq_head_, detail::memory_order_release);
+  }
+  std::uint32_t dw3(std::uint32_t index) const {
+    return detail::system_atomic<std::uint32_t>(
+               *reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(qp_.cq + index) +
+                                                 offsetof(nvme::completion, cid)))
+        .load(detail::memory_order_acquire);
+  }
+  // Waits (bounded) until CQ entry `index` carries `phase`.
+  bool wait_phase(std::uint32_t index, bool phase) const {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (std::chrono::steady_clock::now() < end) {
+      if (nvme::dw3_phase(dw3(index)) == phase) return true;
+      std::this_thread::yield();
+    }
+    return false;
+  }
+  const nvme::completion& cqe(std::uint32_t index) const { return qp_.cq[index]; }
+
+ private:
+  queue_pair_ref qp_;
+  std::uint32_t sq_tail_ = 0;
+  std::uint32_t cq_head_ = 0;
+};
+
+}  // namespace warpstore::test
