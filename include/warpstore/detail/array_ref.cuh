@@ -315,7 +315,7 @@ struct array_ref {
         if (dl.expired()) {
           pending = false;
           errors->record(error_kind::deadline, source, nvme::status::deadline(), index,
-                         request_for(line, 0).slba);
+                         l.request_for(line, 0).slba);
         } else if (!wrote_back) {
           // Exponential backoff: when more lines are wanted at once than the
           // cache holds, waiting lanes must leave the memory system to the
