@@ -3,7 +3,7 @@
 // arrays. A warp scans the distance column a line at a time (pinned, no
 // atomics per element); only lanes whose trip is over the threshold read the
 // further columns, element by element, so a column's line is fetched only
-// if one of its trips is selected.
+// if one of its trips is selected. Sums are exact integers (taxi.h).
 #pragma once
 
 #include <cstdint>

@@ -3,9 +3,9 @@
 // cache, only the lines of selected trips read) against the full-load
 // baseline (every needed column read from its file and copied to GPU memory,
 // reading the next column while the last one is copied, then one kernel).
-// Every answer is checked against the CPU's. Results: taxi.q<k>.sel<p>pct
-// [.<layout>].vs_fullload in bench/results/apps.json, rows per second end to
-// end. Set-up outside the clocks on both sides: the baseline's GPU and
+// Every answer is checked exactly against the CPU's (integer sums, see
+// tools/taxi/taxi.h). Results: taxi.q<k>.sel<p>pct[.<layout>][.<tag>]
+// .vs_fullload in bench/results/apps.json, rows per second end to end. Set-up outside the clocks on both sides: the baseline's GPU and
 // pinned buffers, warpstore's controllers (one per column file, opened
 // once); each warpstore query's clock includes creating a fresh cache.
 #include <algorithm>
@@ -44,6 +44,7 @@ struct config {
   std::vector<double> sweep;
   std::uint64_t cache_bytes = 0;
   std::uint32_t line_size = 65536;
+  std::uint32_t queue_depth = 64;   // staging is queues x depth x line per column file
   std::uint64_t chunk_rows = 1024;  // rows a warp scans at a time, both sides
   std::string tag;                  // appended to the results' names
   std::uint32_t distance_threads = 8;
@@ -132,6 +133,7 @@ options store_options(const config& cfg, unsigned column) {
   o.controller = controller_kind::host;
   o.cache_bytes = cfg.cache_bytes;
   o.line_size = cfg.line_size;
+  o.queue_depth = cfg.queue_depth;
   o.direct = direct_io::off;  // the page cache serves both sides
   o.service_threads = column == 0 ? cfg.distance_threads : cfg.column_threads;
   return o;
@@ -259,6 +261,7 @@ int run(const config& cfg) {
                      .add("cache_bytes", static_cast<unsigned long long>(cfg.cache_bytes))
                      .add("line_size", cfg.line_size)
                      .add("chunk_rows", static_cast<unsigned long long>(cfg.chunk_rows))
+                     .add("queue_depth", cfg.queue_depth)
                      .add("direct_io", "off (page cache, as the full load reads)")
                      .add("service_threads", std::to_string(cfg.distance_threads) + " (distance), " +
                                                  std::to_string(cfg.column_threads) + " (each other column)")
@@ -291,6 +294,8 @@ int main(int argc, char** argv) {
       .option("line-size", "BYTES", "64K",
               "warpstore cache line size (every distance line is read: large lines mean fewer requests)")
       .option("chunk-rows", "N", "1024", "rows a warp scans at a time (both sides)")
+      .option("queue-depth", "N", "64",
+              "host controller queue depth (pinned staging per column: queues x depth x line size)")
       .option("tag", "NAME", "", "appended to the results' names (variants of the study)")
       .option("distance-threads", "N", "8", "host controller service threads for the distance column")
       .option("column-threads", "N", "2", "service threads for each further column")
@@ -312,6 +317,7 @@ int main(int argc, char** argv) {
     c.cache_bytes = a.size("cache-bytes");
     c.line_size = static_cast<std::uint32_t>(a.size("line-size"));
     c.chunk_rows = std::max<std::uint64_t>(1, a.count("chunk-rows"));
+    c.queue_depth = static_cast<std::uint32_t>(a.count("queue-depth"));
     c.tag = a.str("tag");
     c.distance_threads = static_cast<std::uint32_t>(a.count("distance-threads"));
     c.column_threads = static_cast<std::uint32_t>(a.count("column-threads"));
