@@ -47,16 +47,6 @@ struct store_column {
   }
 };
 
-// 64-bit integers summed over a warp (whole warps: see gpu_launch).
-WARPSTORE_HD inline std::uint64_t warp_sum_u64(unsigned mask, std::uint64_t x) {
-#if WARPSTORE_ON_GPU
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(mask, x, o);
-#else
-  (void)mask;
-#endif
-  return x;
-}
-
 // sums[0..2]: taxi::answer's count, sum_distance, sum_ratio (exact integer
 // sums of the per-row terms of tools/taxi/taxi.h, the CPU reference's code);
 // sums[3]: chunks whose distance lines could not be read (their errors are
@@ -88,10 +78,10 @@ struct taxi_query {
       });
       failed += ok ? 0 : 1;
     }
-    count = warp_sum_u64(mask, count);
-    sum_distance = warp_sum_u64(mask, sum_distance);
-    sum_ratio = warp_sum_u64(mask, sum_ratio);
-    failed = warp_sum_u64(mask, failed);
+    count = warp_sum(mask, count);
+    sum_distance = warp_sum(mask, sum_distance);
+    sum_ratio = warp_sum(mask, sum_ratio);
+    failed = warp_sum(mask, failed);
     if (detail::warp::lane() == 0) {
       using counter = detail::device_atomic<std::uint64_t>;
       counter(sums[0]).fetch_add(count, detail::memory_order_relaxed);
