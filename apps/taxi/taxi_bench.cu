@@ -191,6 +191,20 @@ std::uint64_t mismatches(const std::string& name, const taxi::answer& want,
   return wrong;
 }
 
+// After a wrong answer: which further column first makes a side wrong,
+// from the same query with fewer columns (Q1..Qk), printed for the log.
+void diagnose(const config& cfg, fullload& base, const std::vector<std::shared_ptr<controller>>& ctls,
+              const std::vector<std::vector<float>>& cols, unsigned k, float threshold, std::uint64_t* sums) {
+  for (unsigned j = 1; j <= k; ++j) {
+    const taxi::answer want = taxi::cpu_query(cols, j, threshold, cfg.threads);
+    const std::string w = taxi::differences(run_store(cfg, ctls, base.rows, j, threshold, sums).a, want);
+    const std::string b = taxi::differences(base.run(cfg, j, threshold, sums).a, want);
+    std::printf("  diagnosis, same threshold with columns 1..%u (up to %s): warpstore %s; full load %s\n", j,
+                taxi::columns[j], w.empty() ? "right" : w.c_str(), b.empty() ? "right" : b.c_str());
+  }
+  std::fflush(stdout);
+}
+
 std::string sel_tag(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", s * 100);
@@ -229,7 +243,10 @@ int run(const config& cfg) {
       const timed_answer b = base.run(cfg, k, threshold, sums);
       const timed_answer w = run_store(cfg, ctls, rows, k, threshold, sums);
       const std::uint64_t bad = mismatches(name, want, {{"warpstore", w.a}, {"full load", b.a}});
-      if (bad) status = 3;
+      if (bad) {
+        status = 3;
+        diagnose(cfg, base, ctls, cols, k, threshold, sums);
+      }
       const double answer = (k == 0 ? want.distance() : want.ratio()) / std::max<double>(1, want.count);
       std::printf("Q%u sel %-6g threshold %6.2f: %llu trips (%.3f %%), answer %.4f; full load %.3f s, "
                   "warpstore %.3f s (%s read), speedup %.2f, mismatches %llu\n",
