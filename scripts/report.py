@@ -208,19 +208,23 @@ def main():
             for r in taxi:
                 p = r.get("params", {})
                 sel = p.get("selected_rows", 0) / max(1, p.get("rows", 1))
-                rows.append([f"`{r['name']}`", p.get("query"), p.get("layout"), f"{100 * sel:.3g} %",
+                rows.append([f"`{r['name']}`", p.get("query"), p.get("layout"), fmt(p.get("line_size")),
+                             f"{100 * sel:.3g} %",
                              fmt(p.get("value_s")), fmt(p.get("ceiling_s")), fmt(r.get("ratio")),
                              fmt(p.get("warpstore_bytes_read")), fmt(p.get("fullload_bytes")),
                              r.get("mismatches")])
-            md.append(md_table(["name", "query", "layout", "selected", "warpstore s", "full load s", "speedup",
+            md.append(md_table(["name", "query", "layout", "line B", "selected", "warpstore s", "full load s", "speedup",
                                 "warpstore bytes", "full-load bytes", "mismatches"], rows))
             sweep = sorted([r for r in taxi if r.get("params", {}).get("query") == "Q5"
                             and r.get("params", {}).get("layout") == "zone"],
                            key=lambda r: r["params"].get("selectivity_target", 0))
             if plt and sweep:
                 def draw(ax):
-                    xs = [100 * r["params"]["selected_rows"] / r["params"]["rows"] for r in sweep]
-                    ax.plot(xs, [r.get("ratio") or 0 for r in sweep], marker="o", label="Q5 speedup")
+                    for line in sorted({r["params"].get("line_size", 0) for r in sweep}):
+                        series = [r for r in sweep if r["params"].get("line_size", 0) == line]
+                        xs = [100 * r["params"]["selected_rows"] / r["params"]["rows"] for r in series]
+                        ax.plot(xs, [r.get("ratio") or 0 for r in series], marker="o",
+                                label=f"Q5 speedup, {line} B lines")
                     ax.axhline(1, color="grey", lw=0.8)
                     ax.axhline(3, color="red", lw=0.8, ls="--", label="target at 1 %")
                     ax.set_xscale("log")

@@ -3,12 +3,13 @@
 // arrays. A warp scans the distance column a line at a time (pinned, no
 // atomics per element); only lanes whose trip is over the threshold read the
 // further columns, element by element, so a column's line is fetched only
-// if one of its trips is selected.
+// if one of its trips is selected. Sums are exact integers (taxi.h).
 #pragma once
 
 #include <cstdint>
 
 #include "apps/graph/graph_view.cuh"
+#include "tools/taxi/taxi.h"
 #include "warpstore/array.cuh"
 
 namespace warpstore::apps {
@@ -46,7 +47,12 @@ struct store_column {
   }
 };
 
-// sums[0]: count, sums[1]: sum of distances, sums[2]: sum of ratios (taxi::answer).
+// sums[0..2]: taxi::answer's count, sum_distance, sum_ratio (exact integer
+// sums of the per-row terms of tools/taxi/taxi.h, the CPU reference's code);
+// sums[3]: chunks whose distance lines could not be read (their errors are
+// in the arrays' error records).
+inline constexpr unsigned query_sums = 4;
+
 template <class Column>
 struct taxi_query {
   Column cols[6];
@@ -54,30 +60,34 @@ struct taxi_query {
   float threshold;
   std::uint64_t rows;
   std::uint64_t chunk;  // rows a warp takes at a time
-  double* sums;
+  std::uint64_t* sums;
 
   WARPSTORE_HD void operator()(std::uint64_t warp, std::uint64_t warps) const {
     const unsigned mask = detail::warp::active_mask();
-    double count = 0, sum_distance = 0, sum_ratio = 0;
+    std::uint64_t count = 0, sum_distance = 0, sum_ratio = 0, failed = 0;
     for (std::uint64_t b = warp * chunk; b < rows; b += warps * chunk) {
       const std::uint64_t e = b + chunk < rows ? b + chunk : rows;
-      cols[0].scan(mask, b, e, [&](std::uint64_t i, float d) {
+      const bool ok = cols[0].scan(mask, b, e, [&](std::uint64_t i, float d) {
         if (!(d > threshold)) return;
         count += 1;
-        sum_distance += d;
+        sum_distance += taxi::distance_term(d);
         if (k == 0) return;
         double s = 0;
-        for (unsigned c = 1; c <= k; ++c) s += cols[c].get(i);
-        sum_ratio += s / d;
+        for (unsigned c = 1; c <= k; ++c) s = taxi::add_rn(s, cols[c].get(i));
+        sum_ratio += taxi::ratio_term(s, d);
       });
+      failed += ok ? 0 : 1;
     }
     count = warp_sum(mask, count);
     sum_distance = warp_sum(mask, sum_distance);
     sum_ratio = warp_sum(mask, sum_ratio);
+    failed = warp_sum(mask, failed);
     if (detail::warp::lane() == 0) {
-      detail::device_atomic<double>(sums[0]).fetch_add(count, detail::memory_order_relaxed);
-      detail::device_atomic<double>(sums[1]).fetch_add(sum_distance, detail::memory_order_relaxed);
-      detail::device_atomic<double>(sums[2]).fetch_add(sum_ratio, detail::memory_order_relaxed);
+      using counter = detail::device_atomic<std::uint64_t>;
+      counter(sums[0]).fetch_add(count, detail::memory_order_relaxed);
+      counter(sums[1]).fetch_add(sum_distance, detail::memory_order_relaxed);
+      counter(sums[2]).fetch_add(sum_ratio, detail::memory_order_relaxed);
+      if (failed) counter(sums[3]).fetch_add(failed, detail::memory_order_relaxed);
     }
   }
 };

@@ -3,18 +3,21 @@
 // cache, only the lines of selected trips read) against the full-load
 // baseline (every needed column read from its file and copied to GPU memory,
 // reading the next column while the last one is copied, then one kernel).
-// Every answer is checked against the CPU's. Results: taxi.q<k>.sel<p>pct
-// [.<layout>].vs_fullload in bench/results/apps.json, rows per second end to
-// end. Set-up outside the clocks on both sides: the baseline's GPU and
+// Every answer is checked exactly against the CPU's (integer sums, see
+// tools/taxi/taxi.h). Results: taxi.q<k>.sel<p>pct[.<layout>][.<tag>]
+// .vs_fullload in bench/results/apps.json, rows per second end to end. Set-up outside the clocks on both sides: the baseline's GPU and
 // pinned buffers, warpstore's controllers (one per column file, opened
 // once); each warpstore query's clock includes creating a fresh cache.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <initializer_list>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "apps/graph/gpu_launch.cuh"
@@ -40,7 +43,10 @@ struct config {
   double query_selectivity = 0.01;
   std::vector<double> sweep;
   std::uint64_t cache_bytes = 0;
-  std::uint32_t line_size = 4096;
+  std::uint32_t line_size = 65536;
+  std::uint32_t queue_depth = 64;   // staging is queues x depth x line per column file
+  std::uint64_t chunk_rows = 1024;  // rows a warp scans at a time, both sides
+  std::string tag;                  // appended to the results' names
   std::uint32_t distance_threads = 8;
   std::uint32_t column_threads = 2;
   unsigned threads = 16;
@@ -54,10 +60,23 @@ struct timed_answer {
   std::uint64_t bytes_read = 0;
 };
 
-taxi::answer fetch(double* sums) {
-  double h[3];
+// The query's sums (apps::taxi_query) as an answer; raises if a chunk could
+// not be read.
+taxi::answer fetch(std::uint64_t* sums, const char* side) {
+  std::uint64_t h[apps::query_sums];
   WARPSTORE_CUDA_TRY(cudaMemcpy(h, sums, sizeof h, cudaMemcpyDeviceToHost));
-  return {static_cast<std::uint64_t>(h[0]), h[1], h[2]};
+  if (h[3] != 0)
+    throw std::runtime_error(std::string(side) + ": " + std::to_string(h[3]) +
+                             " chunks of the distance column could not be read");
+  taxi::answer a;
+  a.count = h[0];
+  a.sum_distance = h[1];
+  a.sum_ratio = h[2];
+  return a;
+}
+
+void clear(std::uint64_t* sums) {
+  WARPSTORE_CUDA_TRY(cudaMemset(sums, 0, apps::query_sums * sizeof(std::uint64_t)));
 }
 
 // Buffers of the full-load baseline, allocated once.
@@ -85,7 +104,7 @@ struct fullload {
     for (auto* d : device) cudaFree(d);
   }
 
-  timed_answer run(const config& cfg, unsigned k, float threshold, double* sums) {
+  timed_answer run(const config& cfg, unsigned k, float threshold, std::uint64_t* sums) {
     wb::stopwatch clock;
     for (unsigned c = 0; c <= k; ++c) {
       float* buf = staging[c % 2];
@@ -100,11 +119,11 @@ struct fullload {
     q.k = k;
     q.threshold = threshold;
     q.rows = rows;
-    q.chunk = 1024;
+    q.chunk = cfg.chunk_rows;
     q.sums = sums;
-    WARPSTORE_CUDA_TRY(cudaMemset(sums, 0, 3 * sizeof(double)));
+    clear(sums);
     apps::gpu_launch{}(q);
-    timed_answer t{fetch(sums), clock.seconds(), (k + 1) * rows * 4};
+    timed_answer t{fetch(sums, "full load"), clock.seconds(), (k + 1) * rows * 4};
     return t;
   }
 };
@@ -114,6 +133,7 @@ options store_options(const config& cfg, unsigned column) {
   o.controller = controller_kind::host;
   o.cache_bytes = cfg.cache_bytes;
   o.line_size = cfg.line_size;
+  o.queue_depth = cfg.queue_depth;
   o.direct = direct_io::off;  // the page cache serves both sides
   o.service_threads = column == 0 ? cfg.distance_threads : cfg.column_threads;
   return o;
@@ -130,7 +150,7 @@ std::vector<std::shared_ptr<controller>> open_columns(const config& cfg) {
 
 // A fresh cache per query (nothing cached from the last one), timed.
 timed_answer run_store(const config& cfg, const std::vector<std::shared_ptr<controller>>& ctls,
-                       std::uint64_t rows, unsigned k, float threshold, double* sums) {
+                       std::uint64_t rows, unsigned k, float threshold, std::uint64_t* sums) {
   wb::stopwatch clock;
   auto c = std::make_shared<cache>(store_options(cfg, 0));
   std::vector<std::unique_ptr<array<float>>> cols;
@@ -142,24 +162,47 @@ timed_answer run_store(const config& cfg, const std::vector<std::shared_ptr<cont
   q.k = k;
   q.threshold = threshold;
   q.rows = rows;
-  q.chunk = cfg.line_size / 4;
+  q.chunk = cfg.chunk_rows;
   q.sums = sums;
-  WARPSTORE_CUDA_TRY(cudaMemset(sums, 0, 3 * sizeof(double)));
+  clear(sums);
   apps::gpu_launch{}(q);
-  timed_answer t{fetch(sums), 0, 0};
   for (auto& a : cols) {
     a->check();
     a->shared_controller()->check();
   }
+  timed_answer t{fetch(sums, "warpstore"), 0, 0};
   t.seconds = clock.seconds();
   t.bytes_read = c->stats().bytes_read;
   return t;
 }
 
-std::uint64_t mismatches(const taxi::answer& got, const taxi::answer& want) {
-  auto close = [](double a, double b) { return std::fabs(a - b) <= 1e-9 * std::fabs(b) + 1e-9; };
-  return (got.count != want.count) + !close(got.sum_distance, want.sum_distance) +
-         !close(got.sum_ratio, want.sum_ratio);
+// Wrong answers among `sides` (0, 1 or 2): each side's answer must equal
+// the CPU's exactly (integer sums, tools/taxi/taxi.h). What differs is
+// printed per side and field, so a mismatch can be diagnosed from the log.
+std::uint64_t mismatches(const std::string& name, const taxi::answer& want,
+                         std::initializer_list<std::pair<const char*, taxi::answer>> sides) {
+  std::uint64_t wrong = 0;
+  for (const auto& [side, got] : sides) {
+    const std::string d = taxi::differences(got, want);
+    if (d.empty()) continue;
+    ++wrong;
+    std::printf("%s: %s answer WRONG: %s\n", name.c_str(), side, d.c_str());
+  }
+  return wrong;
+}
+
+// After a wrong answer: which further column first makes a side wrong,
+// from the same query with fewer columns (Q1..Qk), printed for the log.
+void diagnose(const config& cfg, fullload& base, const std::vector<std::shared_ptr<controller>>& ctls,
+              const std::vector<std::vector<float>>& cols, unsigned k, float threshold, std::uint64_t* sums) {
+  for (unsigned j = 1; j <= k; ++j) {
+    const taxi::answer want = taxi::cpu_query(cols, j, threshold, cfg.threads);
+    const std::string w = taxi::differences(run_store(cfg, ctls, base.rows, j, threshold, sums).a, want);
+    const std::string b = taxi::differences(base.run(cfg, j, threshold, sums).a, want);
+    std::printf("  diagnosis, same threshold with columns 1..%u (up to %s): warpstore %s; full load %s\n", j,
+                taxi::columns[j], w.empty() ? "right" : w.c_str(), b.empty() ? "right" : b.c_str());
+  }
+  std::fflush(stdout);
 }
 
 std::string sel_tag(double s) {
@@ -186,12 +229,13 @@ int run(const config& cfg) {
 
   fullload base(rows);
   const std::vector<std::shared_ptr<controller>> ctls = open_columns(cfg);
-  double* sums = nullptr;
-  WARPSTORE_CUDA_TRY(cudaMalloc(&sums, 3 * sizeof(double)));
+  std::uint64_t* sums = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&sums, apps::query_sums * sizeof(std::uint64_t)));
   const wb::run_info info = wb::run_info::now("apps", runtime::device_name(), cfg.command);
-  const std::string suffix = cfg.layout == "zone" ? "" : "." + cfg.layout;
+  const std::string suffix = (cfg.layout == "zone" ? "" : "." + cfg.layout) + (cfg.tag.empty() ? "" : "." + cfg.tag);
   std::vector<wb::result> results;
   int status = 0;
+  bool diagnosed = false;
   for (const auto& [k, sel] : runs) {
     const std::string name = "taxi.q" + std::to_string(k) + "." + sel_tag(sel) + suffix + ".vs_fullload";
     try {
@@ -199,10 +243,13 @@ int run(const config& cfg) {
       const taxi::answer want = taxi::cpu_query(cols, k, threshold, cfg.threads);
       const timed_answer b = base.run(cfg, k, threshold, sums);
       const timed_answer w = run_store(cfg, ctls, rows, k, threshold, sums);
-      const std::uint64_t bad = mismatches(w.a, want) + mismatches(b.a, want);
-      if (bad) status = 3;
-      const double answer = k == 0 ? want.sum_distance / std::max<double>(1, want.count)
-                                   : want.sum_ratio / std::max<double>(1, want.count);
+      const std::uint64_t bad = mismatches(name, want, {{"warpstore", w.a}, {"full load", b.a}});
+      if (bad) {
+        status = 3;
+        if (!diagnosed) diagnose(cfg, base, ctls, cols, k, threshold, sums);  // once: it costs k reruns
+        diagnosed = true;
+      }
+      const double answer = (k == 0 ? want.distance() : want.ratio()) / std::max<double>(1, want.count);
       std::printf("Q%u sel %-6g threshold %6.2f: %llu trips (%.3f %%), answer %.4f; full load %.3f s, "
                   "warpstore %.3f s (%s read), speedup %.2f, mismatches %llu\n",
                   k, sel, threshold, static_cast<unsigned long long>(want.count),
@@ -232,6 +279,9 @@ int run(const config& cfg) {
                      .add("fullload_bytes", static_cast<unsigned long long>(b.bytes_read))
                      .add("cache_bytes", static_cast<unsigned long long>(cfg.cache_bytes))
                      .add("line_size", cfg.line_size)
+                     .add("chunk_rows", static_cast<unsigned long long>(cfg.chunk_rows))
+                     .add("queue_depth", cfg.queue_depth)
+                     .add("direct_io", "off (page cache, as the full load reads)")
                      .add("service_threads", std::to_string(cfg.distance_threads) + " (distance), " +
                                                  std::to_string(cfg.column_threads) + " (each other column)")
                      .done();
@@ -260,7 +310,12 @@ int main(int argc, char** argv) {
       .option("query-selectivity", "F", "0.01", "fraction of trips selected for --queries")
       .option("sweep", "LIST", "0.001,0.005,0.01,0.05,0.1,0.25,0.5", "selectivities Q5 is swept over")
       .option("cache-bytes", "BYTES", "2G", "warpstore cache")
-      .option("line-size", "BYTES", "4K", "warpstore cache line size")
+      .option("line-size", "BYTES", "64K",
+              "warpstore cache line size (every distance line is read: large lines mean fewer requests)")
+      .option("chunk-rows", "N", "1024", "rows a warp scans at a time (both sides)")
+      .option("queue-depth", "N", "64",
+              "host controller queue depth (pinned staging per column: queues x depth x line size)")
+      .option("tag", "NAME", "", "appended to the results' names (variants of the study)")
       .option("distance-threads", "N", "8", "host controller service threads for the distance column")
       .option("column-threads", "N", "2", "service threads for each further column")
       .option("threads", "N", tools::hardware_threads(),
@@ -280,6 +335,9 @@ int main(int argc, char** argv) {
     for (const std::string& s : a.list("sweep")) c.sweep.push_back(std::stod(s));
     c.cache_bytes = a.size("cache-bytes");
     c.line_size = static_cast<std::uint32_t>(a.size("line-size"));
+    c.chunk_rows = std::max<std::uint64_t>(1, a.count("chunk-rows"));
+    c.queue_depth = static_cast<std::uint32_t>(a.count("queue-depth"));
+    c.tag = a.str("tag");
     c.distance_threads = static_cast<std::uint32_t>(a.count("distance-threads"));
     c.column_threads = static_cast<std::uint32_t>(a.count("column-threads"));
     c.threads = static_cast<unsigned>(std::max<std::uint64_t>(1, a.count("threads")));

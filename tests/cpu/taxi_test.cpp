@@ -5,9 +5,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <string>
 
 #include "apps/graph/launch.h"
 #include "apps/taxi/query.cuh"
@@ -68,47 +71,101 @@ TEST(TaxiLayout, ZoneClustersLongTripsShuffledScattersThem) {
   EXPECT_GT(lines_with_long_trips(taxi::layout::shuffled), 0.9);
 }
 
+// The benchmark's check (apps/taxi/taxi_bench.cu): every side's answer
+// equals the CPU's exactly, field by field.
+void expect_same(const taxi::answer& got, const taxi::answer& want, const char* side,
+                 const std::string& what = "") {
+  SCOPED_TRACE(side);
+  EXPECT_EQ(taxi::differences(got, want), "") << what;
+  EXPECT_EQ(got.count, want.count) << what;
+  EXPECT_EQ(got.sum_distance, want.sum_distance) << what;
+  EXPECT_EQ(got.sum_ratio, want.sum_ratio) << what;
+}
+
+taxi::answer answer_of(const std::uint64_t (&sums)[apps::query_sums]) {
+  EXPECT_EQ(sums[3], 0u) << "chunks not read";
+  taxi::answer a;
+  a.count = sums[0];
+  a.sum_distance = sums[1];
+  a.sum_ratio = sums[2];
+  return a;
+}
+
+TEST(TaxiAnswer, SumsAreExactAndDifferencesNamed) {
+  // Integer terms: the sum does not depend on the order it is taken in.
+  std::vector<float> d = {0.31f, 29.99f, 12.5f, 7.77f, 0.3f};
+  std::uint64_t forward = 0, backward = 0;
+  for (float x : d) forward += taxi::distance_term(x);
+  for (auto it = d.rbegin(); it != d.rend(); ++it) backward += taxi::distance_term(*it);
+  EXPECT_EQ(forward, backward);
+  EXPECT_EQ(taxi::distance_term(12.5f), 12.5 * taxi::fixed_one);
+  EXPECT_EQ(taxi::ratio_term(25.0, 12.5f), 2 * taxi::fixed_one);
+  taxi::answer a, b;
+  a.count = b.count = 3;
+  a.sum_ratio = 5;
+  EXPECT_EQ(taxi::differences(a, a), "");
+  const std::string diff = taxi::differences(a, b);
+  EXPECT_NE(diff.find("sum_ratio got 5 want 0"), std::string::npos) << diff;
+  EXPECT_EQ(diff.find("count"), std::string::npos) << diff;
+}
+
+// Q0..Q5 through warpstore and through plain columns on the CPU target,
+// checked as the benchmark checks them; lines of 4 KiB (a chunk per line)
+// and of 16 KiB (several chunks per line, as the benchmark's 64 KiB lines).
 TEST_F(TaxiTable, QueriesThroughWarpstoreMatchTheCpu) {
-  options o;
-  // A quarter of the table (4.7 MB). Each lane keeps its distance line pinned
-  // while it reads the other columns: with 16 ways no set can fill with pins.
-  o.cache_bytes = 1 << 20;
-  o.line_size = 4096;
-  o.ways = 16;
-  o.service_threads = 1;
-  o.queue_pairs = 2;
-  o.queue_depth = 16;
-  o.direct = direct_io::off;
-  o.timeout_ns = 30'000'000'000ull;
-  auto c = std::make_shared<cache>(o);
-  std::vector<std::unique_ptr<array<float>>> arrays;
-  apps::taxi_query<apps::store_column> q{};
-  apps::taxi_query<apps::plain_column> plain{};
-  for (unsigned col = 0; col < taxi::columns.size(); ++col) {
-    arrays.push_back(std::make_unique<array<float>>(c, make_controller(taxi::column_path(dir_, col), o), rows, 0, o));
-    q.cols[col].data = arrays.back()->ref();
-    plain.cols[col].data = cols_[col].data();
-  }
-  apps::cpu_launch launch{8};
-  for (unsigned k : {0u, 1u, 3u, 5u})
-    for (double sel : {0.005, 0.3}) {
-      const float threshold = taxi::threshold_for(cols_[0], sel);
-      const taxi::answer want = taxi::cpu_query(cols_, k, threshold, 3);
-      ASSERT_GT(want.count, 0u);
-      for (int which = 0; which < 2; ++which) {
-        double sums[3] = {0, 0, 0};
-        if (which == 0) {
-          q.k = k, q.threshold = threshold, q.rows = rows, q.chunk = 1024, q.sums = sums;
-          launch(q);
-        } else {
-          plain.k = k, plain.threshold = threshold, plain.rows = rows, plain.chunk = 1000, plain.sums = sums;
-          launch(plain);
-        }
-        EXPECT_EQ(static_cast<std::uint64_t>(sums[0]), want.count) << "Q" << k << " sel " << sel << " " << which;
-        EXPECT_NEAR(sums[1], want.sum_distance, 1e-9 * want.sum_distance);
-        EXPECT_NEAR(sums[2], want.sum_ratio, 1e-9 * want.sum_ratio + 1e-12);
-      }
+  for (std::uint32_t line : {4096u, 16384u}) {
+    options o;
+    // A quarter of the table (4.7 MB). Each lane keeps its distance line
+    // pinned while it reads the other columns: with 16 ways no set can fill
+    // with pins.
+    o.cache_bytes = 1 << 20;
+    o.line_size = line;
+    o.ways = 16;
+    o.service_threads = 1;
+    o.queue_pairs = 2;
+    o.queue_depth = 16;
+    o.direct = direct_io::off;
+    o.timeout_ns = 30'000'000'000ull;
+    // As the benchmark: controllers opened once, a fresh cache and arrays
+    // over columns 0..k per query.
+    std::vector<std::shared_ptr<controller>> ctls;
+    apps::taxi_query<apps::plain_column> plain{};
+    for (unsigned col = 0; col < taxi::columns.size(); ++col) {
+      ctls.push_back(make_controller(taxi::column_path(dir_, col), o));
+      plain.cols[col].data = cols_[col].data();
     }
-  for (auto& a : arrays) a->check();
-  EXPECT_GT(c->stats().evictions, 0u);
+    apps::cpu_launch launch{8};
+    for (unsigned k = 0; k <= 5; ++k)
+      for (double sel : {0.005, 0.3}) {
+        const float threshold = taxi::threshold_for(cols_[0], sel);
+        const taxi::answer want = taxi::cpu_query(cols_, k, threshold, 3);
+        ASSERT_GT(want.count, 0u);
+        EXPECT_EQ(want.sum_ratio == 0, k == 0);
+        char what_buf[64];
+        std::snprintf(what_buf, sizeof what_buf, "Q%u sel %g line %u", k, sel, line);
+        const std::string what = what_buf;
+        // The CPU reference itself does not depend on how it is split.
+        expect_same(taxi::cpu_query(cols_, k, threshold, 1), want, "cpu, one thread", what);
+        auto c = std::make_shared<cache>(o);
+        std::vector<std::unique_ptr<array<float>>> arrays;
+        apps::taxi_query<apps::store_column> q{};
+        for (unsigned col = 0; col <= k; ++col) {
+          arrays.push_back(std::make_unique<array<float>>(c, ctls[col], rows, 0, o));
+          q.cols[col].data = arrays.back()->ref();
+        }
+        std::uint64_t sums[apps::query_sums] = {};
+        q.k = k, q.threshold = threshold, q.rows = rows, q.chunk = 1024, q.sums = sums;
+        launch(q);
+        for (auto& a : arrays) a->check();
+        for (auto& ctl : ctls) ctl->check();
+        expect_same(answer_of(sums), want, "warpstore", what);
+        if (sel > 0.1 && k >= 1) {  // two columns are more than the cache
+          EXPECT_GT(c->stats().evictions, 0u) << what;
+        }
+        std::fill(std::begin(sums), std::end(sums), 0);
+        plain.k = k, plain.threshold = threshold, plain.rows = rows, plain.chunk = 1000, plain.sums = sums;
+        launch(plain);
+        expect_same(answer_of(sums), want, "plain", what);
+      }
+  }
 }

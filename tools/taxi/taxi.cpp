@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <stdexcept>
 #include <thread>
@@ -125,11 +126,11 @@ answer cpu_query(const std::vector<std::vector<float>>& cols, unsigned k, float 
         const float d = cols[0][r];
         if (!(d > threshold)) continue;
         ++a.count;
-        a.sum_distance += d;
+        a.sum_distance += distance_term(d);
         if (k == 0) continue;
         double s = 0;
-        for (unsigned c = 1; c <= k; ++c) s += cols[c][r];
-        a.sum_ratio += s / d;
+        for (unsigned c = 1; c <= k; ++c) s = add_rn(s, cols[c][r]);
+        a.sum_ratio += ratio_term(s, d);
       }
     }
   });
@@ -140,6 +141,23 @@ answer cpu_query(const std::vector<std::vector<float>>& cols, unsigned k, float 
     total.sum_ratio += a.sum_ratio;
   }
   return total;
+}
+
+std::string differences(const answer& got, const answer& want) {
+  std::string out;
+  auto field = [&](const char* name, std::uint64_t g, std::uint64_t w, double scale) {
+    if (g == w) return;
+    char buf[200];
+    std::snprintf(buf, sizeof buf, "%s%s got %llu want %llu (%.9g vs %.9g, off by %.3g)", out.empty() ? "" : "; ",
+                  name, static_cast<unsigned long long>(g), static_cast<unsigned long long>(w),
+                  static_cast<double>(g) / scale, static_cast<double>(w) / scale,
+                  (static_cast<double>(g) - static_cast<double>(w)) / scale);
+    out += buf;
+  };
+  field("count", got.count, want.count, 1);
+  field("sum_distance", got.sum_distance, want.sum_distance, fixed_one);
+  field("sum_ratio", got.sum_ratio, want.sum_ratio, fixed_one);
+  return out;
 }
 
 float threshold_for(const std::vector<float>& distance, double selectivity) {

@@ -43,15 +43,62 @@ void write_table(const std::string& dir, std::uint64_t rows, std::uint64_t seed,
 // Rows of the table in `dir` (every column file must agree); raises otherwise.
 std::uint64_t table_rows(const std::string& dir);
 
-// The answer of Qk (k = 0..5) for trips with distance > threshold:
-// count, sum of distances, and the sum over those trips of
-// (column 1 + ... + column k) / distance in double (0 for Q0). Qk's answer is
-// sum_ratio / count: for k = 5 the average fare per mile of long trips.
+// Per-row terms, the same code on the CPU and the GPU. Every sum is exact
+// and independent of the order it is taken in: a selected trip adds its
+// distance and its ratio (column 1 + ... + column k) / distance, each in
+// double with explicitly rounded operations (no FMA contraction, IEEE
+// round-to-nearest on both), scaled by 2^fixed_bits and truncated to an
+// integer; the integers are summed in uint64. So any difference between
+// two answers is a different row read or selected, never summation order.
+// Bound: a ratio is below 64 (at most $16 of columns 1..5 on a 0.3-mile
+// trip, less per mile on longer ones) and a distance below 32, so a term is
+// below 2^30 and 2^34 selected rows cannot overflow.
+#if defined(__CUDACC__)
+#define WARPSTORE_TAXI_HD __host__ __device__
+#else
+#define WARPSTORE_TAXI_HD
+#endif
+inline constexpr int fixed_bits = 24;
+inline constexpr double fixed_one = 16777216.0;  // 2^fixed_bits
+
+WARPSTORE_TAXI_HD inline double add_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __dadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+WARPSTORE_TAXI_HD inline double div_rn(double a, double b) {
+#if defined(__CUDA_ARCH__)
+  return __ddiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+// x * 2^fixed_bits (exact: a power of two) truncated; x >= 0.
+WARPSTORE_TAXI_HD inline std::uint64_t to_fixed(double x) {
+  return static_cast<std::uint64_t>(x * fixed_one);
+}
+WARPSTORE_TAXI_HD inline std::uint64_t distance_term(float d) { return to_fixed(static_cast<double>(d)); }
+// `s` is column 1 + ... + column k of the trip, summed in order with add_rn.
+WARPSTORE_TAXI_HD inline std::uint64_t ratio_term(double s, float d) {
+  return to_fixed(div_rn(s, static_cast<double>(d)));
+}
+
+// The answer of Qk (k = 0..5) for trips with distance > threshold: count,
+// sum of distance terms, sum of ratio terms (0 for Q0), all exact integers.
+// Qk's answer is ratio() / count: for k = 5 the average fare per mile of
+// long trips.
 struct answer {
   std::uint64_t count = 0;
-  double sum_distance = 0;
-  double sum_ratio = 0;
+  std::uint64_t sum_distance = 0;  // fixed point, fixed_bits fraction bits
+  std::uint64_t sum_ratio = 0;     // fixed point, fixed_bits fraction bits
+  double distance() const { return static_cast<double>(sum_distance) / fixed_one; }
+  double ratio() const { return static_cast<double>(sum_ratio) / fixed_one; }
 };
+// What differs between `got` and `want`, field by field with both values
+// ("" if they agree exactly).
+std::string differences(const answer& got, const answer& want);
 // Computed on the CPU from columns in memory (columns[c][row]).
 answer cpu_query(const std::vector<std::vector<float>>& cols, unsigned k, float threshold,
                  unsigned threads);
