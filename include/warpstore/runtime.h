@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstring>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
@@ -33,7 +34,8 @@ std::size_t free_device_memory();
 // Memory kernels read and write at full speed (GPU memory).
 void* alloc_device(std::size_t bytes);
 void free_device(void* p) noexcept;
-// Pinned host memory that kernels can address directly (same pointer).
+// Pinned host memory that kernels can address directly (same pointer); its
+// contents are undefined (make_host_mapped zeroes it unless told not to).
 void* alloc_host_mapped(std::size_t bytes);
 void free_host_mapped(void* p) noexcept;
 
@@ -83,8 +85,10 @@ device_ptr<T> make_device(std::size_t count, bool zero = true) {
   return device_ptr<T>(p);
 }
 template <class T>
-host_mapped_ptr<T> make_host_mapped(std::size_t count) {
-  return host_mapped_ptr<T>(static_cast<T*>(alloc_host_mapped(count * sizeof(T))));
+host_mapped_ptr<T> make_host_mapped(std::size_t count, bool zero = true) {
+  auto* p = static_cast<T*>(alloc_host_mapped(count * sizeof(T)));
+  if (zero) std::memset(static_cast<void*>(p), 0, count * sizeof(T));
+  return host_mapped_ptr<T>(p);
 }
 
 }  // namespace runtime

@@ -44,7 +44,6 @@ void* alloc_host_mapped(std::size_t bytes) {
   void* p = nullptr;
   WARPSTORE_CUDA_TRY(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes,
                                      cudaHostAllocMapped | cudaHostAllocPortable));
-  std::memset(p, 0, bytes);
   // With unified addressing the device pointer of mapped memory is the host
   // pointer; kernels rely on that.
   void* dev = nullptr;
