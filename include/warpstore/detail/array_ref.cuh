@@ -86,6 +86,19 @@ struct array_ref {
     return v;
   }
 
+  // Masked read, for callers that know which lanes call together: every
+  // lane of `mask` calls (converged or not: the collectives inside sync on
+  // `mask`, not on __activemask()); lanes with `want` get element i, the
+  // others get T{} and take part only in the warp's collectives (their i is
+  // ignored, never checked). Same protocol as operator[].
+  WARPSTORE_HD T read_masked(unsigned mask, bool want, std::uint64_t i) const {
+    const bool in_range = want && check_index(i);
+    T v{};
+    with_line<false>(mask, in_range, line_of(i), i,
+                     [&](std::uint32_t slot) { v = *element_in(slot, i); });
+    return v;
+  }
+
   // Pins the line holding element i for this lane (collective over the
   // calling lanes, like operator[]). Returns an invalid line on error.
   //
