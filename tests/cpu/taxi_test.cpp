@@ -169,3 +169,49 @@ TEST_F(TaxiTable, QueriesThroughWarpstoreMatchTheCpu) {
       }
   }
 }
+
+// The further-read variants of warpstore-taxi --further-read (converged:
+// read_masked by every lane; released: selected rows collected, column-0
+// line unpinned first) give the same answers as the default, both sides.
+TEST_F(TaxiTable, FurtherReadVariantsMatchTheCpu) {
+  options o;
+  o.cache_bytes = 1 << 20;
+  o.line_size = 4096;
+  o.service_threads = 1;
+  o.queue_pairs = 2;
+  o.queue_depth = 16;
+  o.direct = direct_io::off;
+  o.timeout_ns = 30'000'000'000ull;
+  std::vector<std::shared_ptr<controller>> ctls;
+  apps::taxi_query<apps::plain_column> plain{};
+  for (unsigned col = 0; col < taxi::columns.size(); ++col) {
+    ctls.push_back(make_controller(taxi::column_path(dir_, col), o));
+    plain.cols[col].data = cols_[col].data();
+  }
+  apps::cpu_launch launch{8};
+  for (apps::further_read mode : {apps::further_read::converged, apps::further_read::released})
+    for (double sel : {0.005, 0.3}) {
+      const unsigned k = 5;
+      const float threshold = taxi::threshold_for(cols_[0], sel);
+      const taxi::answer want = taxi::cpu_query(cols_, k, threshold, 3);
+      const std::string what = "mode " + std::to_string(static_cast<unsigned>(mode)) + " sel " +
+                               std::to_string(sel);
+      auto c = std::make_shared<cache>(o);
+      std::vector<std::unique_ptr<array<float>>> arrays;
+      apps::taxi_query<apps::store_column> q{};
+      for (unsigned col = 0; col <= k; ++col) {
+        arrays.push_back(std::make_unique<array<float>>(c, ctls[col], rows, 0, o));
+        q.cols[col].data = arrays.back()->ref();
+      }
+      std::uint64_t sums[apps::query_sums] = {};
+      q.k = k, q.threshold = threshold, q.rows = rows, q.chunk = 1024, q.sums = sums, q.mode = mode;
+      launch(q);
+      for (auto& a : arrays) a->check();
+      expect_same(answer_of(sums), want, "warpstore", what);
+      std::fill(std::begin(sums), std::end(sums), 0);
+      plain.k = k, plain.threshold = threshold, plain.rows = rows, plain.chunk = 1000, plain.sums = sums;
+      plain.mode = mode;
+      launch(plain);
+      expect_same(answer_of(sums), want, "plain", what);
+    }
+}
