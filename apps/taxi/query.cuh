@@ -50,15 +50,9 @@ struct store_column {
   WARPSTORE_HD bool scan(unsigned mask, std::uint64_t b, std::uint64_t e, F&& f) const {
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
-    for (std::uint64_t i = b; i < e;) {
-      pinned_line<float> p = data.pin(i);
-      if (!p.valid()) return false;
-      const std::uint64_t end = p.first + p.count < e ? p.first + p.count : e;
+    return walk_lines(mask, b, e, [&](const pinned_line<float>& p, std::uint64_t i, std::uint64_t end) {
       for (std::uint64_t k = i + rank; k < end; k += lanes) f(k, p[k]);
-      p.release_together(mask);
-      i = end;
-    }
-    return true;
+    });
   }
   // scan, but every lane of `mask` calls f(in, i, d) the same number of
   // times per line (in = false past the line's end), so the callback may
@@ -67,14 +61,22 @@ struct store_column {
   WARPSTORE_HD bool scan_converged(unsigned mask, std::uint64_t b, std::uint64_t e, F&& f) const {
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
-    for (std::uint64_t i = b; i < e;) {
-      pinned_line<float> p = data.pin(i);
-      if (!p.valid()) return false;
-      const std::uint64_t end = p.first + p.count < e ? p.first + p.count : e;
+    return walk_lines(mask, b, e, [&](const pinned_line<float>& p, std::uint64_t i, std::uint64_t end) {
       for (std::uint64_t k0 = i; k0 < end; k0 += lanes) {
         const std::uint64_t k = k0 + rank;
         f(k < end, k, k < end ? p[k] : 0.0f);
       }
+    });
+  }
+  // The warp pins each line of rows [b, e) in turn and calls
+  // visit(line, first, end) for its rows [first, end) before unpinning it.
+  template <class V>
+  WARPSTORE_HD bool walk_lines(unsigned mask, std::uint64_t b, std::uint64_t e, V&& visit) const {
+    for (std::uint64_t i = b; i < e;) {
+      pinned_line<float> p = data.pin(i);
+      if (!p.valid()) return false;
+      const std::uint64_t end = p.first + p.count < e ? p.first + p.count : e;
+      visit(p, i, end);
       p.release_together(mask);
       i = end;
     }

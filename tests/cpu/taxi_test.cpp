@@ -109,23 +109,30 @@ TEST(TaxiAnswer, SumsAreExactAndDifferencesNamed) {
   EXPECT_EQ(diff.find("count"), std::string::npos) << diff;
 }
 
+// What both query tests use: the host controller over the page cache, small
+// queues, and controllers opened once per column (as the benchmark).
+options query_options(std::uint32_t line) {
+  options o;
+  // A quarter of the table (4.7 MB). Each lane keeps its distance line
+  // pinned while it reads the other columns: with 16 ways no set can fill
+  // with pins.
+  o.cache_bytes = 1 << 20;
+  o.line_size = line;
+  o.ways = 16;
+  o.service_threads = 1;
+  o.queue_pairs = 2;
+  o.queue_depth = 16;
+  o.direct = direct_io::off;
+  o.timeout_ns = 30'000'000'000ull;
+  return o;
+}
+
 // Q0..Q5 through warpstore and through plain columns on the CPU target,
 // checked as the benchmark checks them; lines of 4 KiB (a chunk per line)
 // and of 16 KiB (several chunks per line, as the benchmark's 64 KiB lines).
 TEST_F(TaxiTable, QueriesThroughWarpstoreMatchTheCpu) {
   for (std::uint32_t line : {4096u, 16384u}) {
-    options o;
-    // A quarter of the table (4.7 MB). Each lane keeps its distance line
-    // pinned while it reads the other columns: with 16 ways no set can fill
-    // with pins.
-    o.cache_bytes = 1 << 20;
-    o.line_size = line;
-    o.ways = 16;
-    o.service_threads = 1;
-    o.queue_pairs = 2;
-    o.queue_depth = 16;
-    o.direct = direct_io::off;
-    o.timeout_ns = 30'000'000'000ull;
+    const options o = query_options(line);
     // As the benchmark: controllers opened once, a fresh cache and arrays
     // over columns 0..k per query.
     std::vector<std::shared_ptr<controller>> ctls;
@@ -174,14 +181,7 @@ TEST_F(TaxiTable, QueriesThroughWarpstoreMatchTheCpu) {
 // read_masked by every lane; released: selected rows collected, column-0
 // line unpinned first) give the same answers as the default, both sides.
 TEST_F(TaxiTable, FurtherReadVariantsMatchTheCpu) {
-  options o;
-  o.cache_bytes = 1 << 20;
-  o.line_size = 4096;
-  o.service_threads = 1;
-  o.queue_pairs = 2;
-  o.queue_depth = 16;
-  o.direct = direct_io::off;
-  o.timeout_ns = 30'000'000'000ull;
+  const options o = query_options(4096);
   std::vector<std::shared_ptr<controller>> ctls;
   apps::taxi_query<apps::plain_column> plain{};
   for (unsigned col = 0; col < taxi::columns.size(); ++col) {
