@@ -5,22 +5,30 @@
 #
 #   source .deps/unpack-deps.sh; scripts/gpu-taxi-bisect.sh
 #
-# Builds warpstore-taxi and warpstore-taxigen only (build-gpu, Release,
-# sm_90), generates a small zone table ($TAXI_ROWS, default 64M rows) under
-# $DATA, then runs Q5 at 1 % and 10 % with 4 KiB lines (the failing
-# taxi-line4k set-up: queue depth 256), each warpstore query $REPEAT times,
-# once per variant:
+# Builds warpstore-taxi, warpstore-taxi-ungrouped (the same program with
+# array_ref grouping its callers by __activemask() alone, as before the fix
+# in array_ref::calling_mask) and warpstore-taxigen only (build-gpu,
+# Release, sm_90), generates a small zone table ($TAXI_ROWS, default 64M
+# rows) under $DATA, then runs Q5 at 1 % and 10 % with 4 KiB lines (the
+# failing taxi-line4k set-up: queue depth 256), each warpstore query
+# $REPEAT times, once per variant (most telling first):
 #
-#   operator          as the study runs it (the reproduction; run first and last)
-#   converged         every lane calls array_ref::read_masked(mask, selected, i)
-#   released          selected rows collected, column-0 line unpinned, then operator[]
-#   cache-per-column  one cache per column (no sharing between arrays)
-#   memory            the memory controller instead of the host controllers
-#   converged-memory  both
+#   ungrouped-operator     the bug as the study hit it (expected WRONG)
+#   fixed-operator         the same with the fix (expected right)
+#   ungrouped-converged    all lanes call read_masked(mask, selected, i) together
+#                          (one array per call: expected right)
+#   ungrouped-q1           Q1 only: one further column, so no lanes of two
+#                          arrays can meet (expected right, as the diagnosis saw)
+#   ungrouped-memory       the memory controller (expected WRONG: each lane
+#                          copies from its own array's host copy)
+#   ungrouped-released     column-0 line unpinned before the further reads
+#                          (the pin is not the cause: expected WRONG, maybe rarer)
+#   ungrouped-cache-per-column  one cache per column (expected WRONG)
+#   fixed-memory, fixed-converged, fixed-cache-per-column  (expected right)
 #
-# One line per variant on stdout: "variant: right", "variant: WRONG (...)"
-# or "variant: FAILED (exit N)" / "skipped". Everything inside $BUDGET
-# seconds (default 150) counted from the start; every binary under
+# One line per variant on stdout: "variant: right", "variant: WRONG (...)",
+# "variant: FAILED (exit N)" or "skipped (budget)". Everything inside
+# $BUDGET seconds (default 150) counted from the start; every binary under
 # `timeout`. Logs: $OUT/gpu-taxi-bisect-logs.tar.gz (and summary.txt).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -66,18 +74,20 @@ report() { echo "$*" | tee -a "$logs/summary.txt"; }
 
 step configure 40 10 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DCMAKE_CUDA_ARCHITECTURES=90 || { report "configure: FAILED"; tail -20 "$logs/configure.log"; exit 1; }
-step build 100 20 cmake --build "$build" -j 16 --target warpstore-taxi warpstore-taxigen ||
+step build 100 20 cmake --build "$build" -j 16 --target warpstore-taxi warpstore-taxi-ungrouped \
+  warpstore-taxigen ||
   { report "build: FAILED"; tail -30 "$logs/build.log"; exit 1; }
 bin=$build/apps
 step gen 30 5 "$bin/warpstore-taxigen" "$data/taxi" --rows "$rows" --layout zone --threads 16 ||
   { report "gen: FAILED"; tail -20 "$logs/gen.log"; exit 1; }
 
-# variant NAME FLAGS...: Q5 at 1 % and 10 %, 4 KiB lines, $REPEAT warpstore runs.
+# variant NAME BINARY QUERY SELECTIVITY FLAGS...: Q<QUERY> at SELECTIVITY and
+# Q5 at 10 %, 4 KiB lines, $REPEAT warpstore runs per query.
 variant() {
-  local name=$1
-  shift
-  step "$name" 25 8 "$bin/warpstore-taxi" "$data/taxi" --layout zone --queries 5 \
-    --query-selectivity 0.01 --sweep 0.1 --line-size 4K --queue-depth 256 --repeat "$repeat" \
+  local name=$1 binary=$2 query=$3 sel=$4
+  shift 4
+  step "$name" 25 8 "$bin/$binary" "$data/taxi" --layout zone --queries "$query" \
+    --query-selectivity "$sel" --sweep 0.1 --line-size 4K --queue-depth 256 --repeat "$repeat" \
     --diagnose off --threads 16 --json "" "$@"
   local rc=$? log="$logs/$name.log"
   if [ $rc -eq 125 ]; then
@@ -86,7 +96,7 @@ variant() {
     local sides
     sides=$(grep -o "[a-z ]* answer WRONG" "$log" | sed 's/ answer WRONG//; s/^ *//' | sort | uniq -c |
       awk '{n=$1; $1=""; printf "%s%s x%d", (c++ ? ", " : ""), substr($0, 2), n}')
-    report "$name: WRONG ($sides of $((2 * repeat)) warpstore runs)"
+    report "$name: WRONG ($sides; of $((2 * repeat)) warpstore runs)"
   elif [ $rc -eq 0 ]; then
     report "$name: right"
   else
@@ -95,11 +105,17 @@ variant() {
   fi
 }
 
-variant operator --further-read operator
-variant converged --further-read converged
-variant released --further-read released
-variant cache-per-column --further-read operator --cache-per-column
-variant memory --further-read operator --controller memory
-variant converged-memory --further-read converged --controller memory
-variant operator-again --further-read operator
+old=warpstore-taxi-ungrouped
+new=warpstore-taxi
+variant ungrouped-operator $old 5 0.01 --further-read operator
+variant fixed-operator $new 5 0.01 --further-read operator
+variant ungrouped-converged $old 5 0.01 --further-read converged
+# Q1 at 10 % only (the sweep's 10 % equals the selectivity, so it is not rerun).
+variant ungrouped-q1 $old 1 0.1 --further-read operator
+variant ungrouped-memory $old 5 0.01 --further-read operator --controller memory
+variant ungrouped-released $old 5 0.01 --further-read released
+variant ungrouped-cache-per-column $old 5 0.01 --further-read operator --cache-per-column
+variant fixed-memory $new 5 0.01 --further-read operator --controller memory
+variant fixed-converged $new 5 0.01 --further-read converged
+variant fixed-cache-per-column $new 5 0.01 --further-read operator --cache-per-column
 echo "total $(($(date +%s) - start))s" | tee -a "$logs/summary.txt"
