@@ -52,6 +52,12 @@ struct config {
   unsigned threads = 16;
   std::string json;
   std::string command;
+  // Variants that isolate the wrong-answer bug (scripts/gpu-taxi-bisect.sh).
+  apps::further_read further = apps::further_read::divergent;
+  bool cache_per_column = false;  // one cache per column instead of one shared
+  controller_kind controller = controller_kind::host;
+  unsigned repeat = 1;            // warpstore runs per query (any wrong one counts)
+  bool diagnose = true;           // rerun with fewer columns after a wrong answer
 };
 
 struct timed_answer {
@@ -121,6 +127,7 @@ struct fullload {
     q.rows = rows;
     q.chunk = cfg.chunk_rows;
     q.sums = sums;
+    q.mode = cfg.further;  // the baseline checks the variant's query code
     clear(sums);
     apps::gpu_launch{}(q);
     timed_answer t{fetch(sums, "full load"), clock.seconds(), (k + 1) * rows * 4};
@@ -130,7 +137,7 @@ struct fullload {
 
 options store_options(const config& cfg, unsigned column) {
   options o = options::from_environment();
-  o.controller = controller_kind::host;
+  o.controller = cfg.controller;
   o.cache_bytes = cfg.cache_bytes;
   o.line_size = cfg.line_size;
   o.queue_depth = cfg.queue_depth;
@@ -152,13 +159,16 @@ std::vector<std::shared_ptr<controller>> open_columns(const config& cfg) {
 timed_answer run_store(const config& cfg, const std::vector<std::shared_ptr<controller>>& ctls,
                        std::uint64_t rows, unsigned k, float threshold, std::uint64_t* sums) {
   wb::stopwatch clock;
-  auto c = std::make_shared<cache>(store_options(cfg, 0));
+  // One cache shared by the columns, or (--cache-per-column) one each.
+  std::vector<std::shared_ptr<cache>> caches{std::make_shared<cache>(store_options(cfg, 0))};
   std::vector<std::unique_ptr<array<float>>> cols;
   apps::taxi_query<apps::store_column> q{};
   for (unsigned col = 0; col <= k; ++col) {
-    cols.push_back(std::make_unique<array<float>>(c, ctls[col], rows, 0, store_options(cfg, col)));
+    if (cfg.cache_per_column && col != 0) caches.push_back(std::make_shared<cache>(store_options(cfg, col)));
+    cols.push_back(std::make_unique<array<float>>(caches.back(), ctls[col], rows, 0, store_options(cfg, col)));
     q.cols[col].data = cols.back()->ref();
   }
+  q.mode = cfg.further;
   q.k = k;
   q.threshold = threshold;
   q.rows = rows;
@@ -172,7 +182,7 @@ timed_answer run_store(const config& cfg, const std::vector<std::shared_ptr<cont
   }
   timed_answer t{fetch(sums, "warpstore"), 0, 0};
   t.seconds = clock.seconds();
-  t.bytes_read = c->stats().bytes_read;
+  for (const auto& c : caches) t.bytes_read += c->stats().bytes_read;
   return t;
 }
 
@@ -203,6 +213,21 @@ void diagnose(const config& cfg, fullload& base, const std::vector<std::shared_p
                 taxi::columns[j], w.empty() ? "right" : w.c_str(), b.empty() ? "right" : b.c_str());
   }
   std::fflush(stdout);
+}
+
+apps::further_read parse_further(const std::string& s) {
+  if (s == "operator") return apps::further_read::divergent;
+  if (s == "converged") return apps::further_read::converged;
+  if (s == "released") return apps::further_read::released;
+  throw wb::usage_error("--further-read: operator, converged or released, not " + s);
+}
+const char* to_string(apps::further_read m) {
+  switch (m) {
+    case apps::further_read::divergent: return "operator";
+    case apps::further_read::converged: return "converged";
+    case apps::further_read::released: return "released";
+  }
+  return "?";
 }
 
 std::string sel_tag(double s) {
@@ -242,11 +267,19 @@ int run(const config& cfg) {
       const float threshold = taxi::threshold_for(cols[0], sel);
       const taxi::answer want = taxi::cpu_query(cols, k, threshold, cfg.threads);
       const timed_answer b = base.run(cfg, k, threshold, sums);
-      const timed_answer w = run_store(cfg, ctls, rows, k, threshold, sums);
-      const std::uint64_t bad = mismatches(name, want, {{"warpstore", w.a}, {"full load", b.a}});
+      timed_answer w = run_store(cfg, ctls, rows, k, threshold, sums);
+      std::uint64_t bad = mismatches(name, want, {{"warpstore", w.a}, {"full load", b.a}});
+      // --repeat: the bug is intermittent; further warpstore runs, each checked.
+      for (unsigned rep = 1; rep < cfg.repeat; ++rep) {
+        const timed_answer again = run_store(cfg, ctls, rows, k, threshold, sums);
+        const std::uint64_t wrong = mismatches(name + " (repeat " + std::to_string(rep) + ")", want,
+                                               {{"warpstore", again.a}});
+        if (wrong && !bad) w = again;  // report the wrong run's answer
+        bad += wrong;
+      }
       if (bad) {
         status = 3;
-        if (!diagnosed) diagnose(cfg, base, ctls, cols, k, threshold, sums);  // once: it costs k reruns
+        if (!diagnosed && cfg.diagnose) diagnose(cfg, base, ctls, cols, k, threshold, sums);  // once: it costs k reruns
         diagnosed = true;
       }
       const double answer = (k == 0 ? want.distance() : want.ratio()) / std::max<double>(1, want.count);
@@ -282,6 +315,10 @@ int run(const config& cfg) {
                      .add("chunk_rows", static_cast<unsigned long long>(cfg.chunk_rows))
                      .add("queue_depth", cfg.queue_depth)
                      .add("direct_io", "off (page cache, as the full load reads)")
+                     .add("further_read", to_string(cfg.further))
+                     .add("cache_per_column", cfg.cache_per_column)
+                     .add("controller", warpstore::to_string(cfg.controller))
+                     .add("repeat", cfg.repeat)
                      .add("service_threads", std::to_string(cfg.distance_threads) + " (distance), " +
                                                  std::to_string(cfg.column_threads) + " (each other column)")
                      .done();
@@ -321,7 +358,14 @@ int main(int argc, char** argv) {
       .option("threads", "N", tools::hardware_threads(),
               "CPU threads reading files")
       .option("json", "PATH", std::string(WARPSTORE_SOURCE_DIR) + "/bench/results/apps.json",
-              "results file to merge into (\"\" for none)");
+              "results file to merge into (\"\" for none)")
+      .option("further-read", "MODE", "operator",
+              "how selected trips read further columns: operator (divergent lanes, column-0 line pinned), "
+              "converged (all lanes, read_masked), released (column-0 line unpinned first)")
+      .flag("cache-per-column", "one cache per column (each --cache-bytes) instead of one shared")
+      .option("controller", "KIND", "host", "warpstore controller: host or memory")
+      .option("repeat", "N", "1", "warpstore runs per query, each checked")
+      .option("diagnose", "on|off", "on", "after a wrong answer, rerun with fewer further columns");
   return tools::cli_main(p, "warpstore-taxi", argc, argv, [&](const wb::parsed_args& a) {
     config c;
     c.dir = a.positional("TABLE");
@@ -343,6 +387,13 @@ int main(int argc, char** argv) {
     c.threads = static_cast<unsigned>(std::max<std::uint64_t>(1, a.count("threads")));
     c.json = a.str("json");
     c.command = a.command_line();
+    c.further = parse_further(a.str("further-read"));
+    c.cache_per_column = a.flag("cache-per-column");
+    c.controller = parse_controller(a.str("controller"));
+    c.repeat = static_cast<unsigned>(std::max<std::uint64_t>(1, a.count("repeat")));
+    const std::string d = a.str("diagnose");
+    if (d != "on" && d != "off") throw wb::usage_error("--diagnose: on or off, not " + d);
+    c.diagnose = d == "on";
     return run(c);
   });
 }

@@ -69,7 +69,8 @@ struct io_ref {
   queue_set_ref queues;
   memory_source_ref memory;
 
-  // Warp-collective: every lane of `mask` calls; lanes with `active` set
+  // Warp-collective: every lane of `mask` calls, on this same io_ref (the
+  // lanes use their own copy of it: queue pair, staging, host copy); lanes with `active` set
   // have a request in `r`. Returns this lane's status (ok for inactive
   // lanes). When it returns, the bytes of every successful request are in
   // place and ordered before anything the calling lanes do next.

@@ -109,23 +109,30 @@ TEST(TaxiAnswer, SumsAreExactAndDifferencesNamed) {
   EXPECT_EQ(diff.find("count"), std::string::npos) << diff;
 }
 
+// What both query tests use: the host controller over the page cache, small
+// queues, and controllers opened once per column (as the benchmark).
+options query_options(std::uint32_t line) {
+  options o;
+  // A quarter of the table (4.7 MB). Each lane keeps its distance line
+  // pinned while it reads the other columns: with 16 ways no set can fill
+  // with pins.
+  o.cache_bytes = 1 << 20;
+  o.line_size = line;
+  o.ways = 16;
+  o.service_threads = 1;
+  o.queue_pairs = 2;
+  o.queue_depth = 16;
+  o.direct = direct_io::off;
+  o.timeout_ns = 30'000'000'000ull;
+  return o;
+}
+
 // Q0..Q5 through warpstore and through plain columns on the CPU target,
 // checked as the benchmark checks them; lines of 4 KiB (a chunk per line)
 // and of 16 KiB (several chunks per line, as the benchmark's 64 KiB lines).
 TEST_F(TaxiTable, QueriesThroughWarpstoreMatchTheCpu) {
   for (std::uint32_t line : {4096u, 16384u}) {
-    options o;
-    // A quarter of the table (4.7 MB). Each lane keeps its distance line
-    // pinned while it reads the other columns: with 16 ways no set can fill
-    // with pins.
-    o.cache_bytes = 1 << 20;
-    o.line_size = line;
-    o.ways = 16;
-    o.service_threads = 1;
-    o.queue_pairs = 2;
-    o.queue_depth = 16;
-    o.direct = direct_io::off;
-    o.timeout_ns = 30'000'000'000ull;
+    const options o = query_options(line);
     // As the benchmark: controllers opened once, a fresh cache and arrays
     // over columns 0..k per query.
     std::vector<std::shared_ptr<controller>> ctls;
@@ -135,14 +142,21 @@ TEST_F(TaxiTable, QueriesThroughWarpstoreMatchTheCpu) {
       plain.cols[col].data = cols_[col].data();
     }
     apps::cpu_launch launch{8};
+    // The further-read variants of warpstore-taxi --further-read (converged:
+    // read_masked by every lane; released: selected rows collected, column-0
+    // line unpinned first) on Q5 with 4 KiB lines.
+    for (apps::further_read mode : {apps::further_read::divergent, apps::further_read::converged,
+                                    apps::further_read::released})
     for (unsigned k = 0; k <= 5; ++k)
       for (double sel : {0.005, 0.3}) {
+        if (mode != apps::further_read::divergent && (k != 5 || line != 4096)) continue;
         const float threshold = taxi::threshold_for(cols_[0], sel);
         const taxi::answer want = taxi::cpu_query(cols_, k, threshold, 3);
         ASSERT_GT(want.count, 0u);
         EXPECT_EQ(want.sum_ratio == 0, k == 0);
         char what_buf[64];
-        std::snprintf(what_buf, sizeof what_buf, "Q%u sel %g line %u", k, sel, line);
+        std::snprintf(what_buf, sizeof what_buf, "Q%u sel %g line %u mode %u", k, sel, line,
+                      static_cast<unsigned>(mode));
         const std::string what = what_buf;
         // The CPU reference itself does not depend on how it is split.
         expect_same(taxi::cpu_query(cols_, k, threshold, 1), want, "cpu, one thread", what);
@@ -155,6 +169,7 @@ TEST_F(TaxiTable, QueriesThroughWarpstoreMatchTheCpu) {
         }
         std::uint64_t sums[apps::query_sums] = {};
         q.k = k, q.threshold = threshold, q.rows = rows, q.chunk = 1024, q.sums = sums;
+        q.mode = mode;
         launch(q);
         for (auto& a : arrays) a->check();
         for (auto& ctl : ctls) ctl->check();
@@ -164,8 +179,10 @@ TEST_F(TaxiTable, QueriesThroughWarpstoreMatchTheCpu) {
         }
         std::fill(std::begin(sums), std::end(sums), 0);
         plain.k = k, plain.threshold = threshold, plain.rows = rows, plain.chunk = 1000, plain.sums = sums;
+        plain.mode = mode;
         launch(plain);
         expect_same(answer_of(sums), want, "plain", what);
       }
   }
 }
+

@@ -75,11 +75,25 @@ struct array_ref {
 
   WARPSTORE_HD std::uint64_t size() const { return count; }
 
-  // Reads element i. Any subset of a warp's lanes may call together; lanes
-  // asking for the same line share one lookup and one fill.
+  // Reads element i. Any subset of a warp's lanes may call together, on
+  // this array or others (each array's lanes work as their own group, see
+  // calling_mask); lanes asking for the same line share one lookup and fill.
   WARPSTORE_HD T operator[](std::uint64_t i) const {
-    const unsigned mask = detail::warp::active_mask();
+    const unsigned mask = calling_mask();
     const bool in_range = check_index(i);
+    T v{};
+    with_line<false>(mask, in_range, line_of(i), i,
+                     [&](std::uint32_t slot) { v = *element_in(slot, i); });
+    return v;
+  }
+
+  // Masked read, for callers that know which lanes call together: every
+  // lane of `mask` calls (converged or not: the collectives inside sync on
+  // `mask`, not on __activemask()); lanes with `want` get element i, the
+  // others get T{} and take part only in the warp's collectives (their i is
+  // ignored, never checked). Same protocol as operator[].
+  WARPSTORE_HD T read_masked(unsigned mask, bool want, std::uint64_t i) const {
+    const bool in_range = want && check_index(i);
     T v{};
     with_line<false>(mask, in_range, line_of(i), i,
                      [&](std::uint32_t slot) { v = *element_in(slot, i); });
@@ -94,7 +108,7 @@ struct array_ref {
   // cache holds can wait until the deadline: size the cache for the pins held
   // together (operator[] and read_span hold nothing while they wait).
   WARPSTORE_HD pinned_line<T> pin(std::uint64_t i) const {
-    const unsigned mask = detail::warp::active_mask();
+    const unsigned mask = calling_mask();
     const bool in_range = check_index(i);
     const std::uint64_t line = line_of(i);
     const detail::line_grant g = with_line<true>(mask, in_range, line, i, [](std::uint32_t) {});
@@ -117,7 +131,7 @@ struct array_ref {
   // together they copy elements [first, first + n) to out[0..n). `out` must
   // be memory all calling lanes can address (global or shared).
   WARPSTORE_HD bool read_span(std::uint64_t first, std::uint64_t n, T* out) const {
-    const unsigned mask = detail::warp::active_mask();
+    const unsigned mask = calling_mask();
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     bool all_ok = true;
@@ -143,7 +157,7 @@ struct array_ref {
   // in the cache and marked dirty; it reaches storage when evicted or
   // flushed. Lanes writing the same element: one of them wins.
   WARPSTORE_HD void store(std::uint64_t i, const T& v) const {
-    const unsigned mask = detail::warp::active_mask();
+    const unsigned mask = calling_mask();
     if (!check_writable(i)) return;
     const bool in_range = check_index(i);
     with_line<false, true>(mask, in_range, line_of(i), i,
@@ -153,7 +167,7 @@ struct array_ref {
   // Warp-collective like read_span: copies in[0..n) to elements
   // [first, first + n). Lines the span covers whole are not read first.
   WARPSTORE_HD bool write_span(std::uint64_t first, std::uint64_t n, const T* in) const {
-    const unsigned mask = detail::warp::active_mask();
+    const unsigned mask = calling_mask();
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     if (!writable) return rank == 0 ? check_writable(first) : false;
@@ -186,7 +200,7 @@ struct array_ref {
   // the memory controller the writes end in pinned host memory, not in the
   // file: the host's flush() takes them there.
   WARPSTORE_HD bool flush() const {
-    const unsigned mask = detail::warp::active_mask();
+    const unsigned mask = calling_mask();
     const detail::line_io l = lines();
     bool ok = l.write_back_range(mask, 0, cache.num_lines);
     const unsigned leader = detail::warp::first_lane(mask);
@@ -227,6 +241,32 @@ struct array_ref {
                                       nvme::sc::namespace_write_protected),
                    i, 0);
     return false;
+  }
+
+  // The lanes calling this member on THIS array together. __activemask()
+  // alone is wrong: it names the lanes converged at this instruction, and
+  // under independent thread scheduling those may be calling the same
+  // member on a DIFFERENT array_ref (a loop over arrays whose lanes drift a
+  // step apart: warpstore-taxi's selected lanes reading further columns,
+  // lanes of one scan step at column 2 converged with lanes of the next at
+  // column 1). with_line's collectives assume one array: io_ref::read_queues
+  // has the non-waiting lanes copy staging_of(ticket) of their OWN queue
+  // pair, and execute_memory reads each lane's OWN host copy, so a line
+  // filled for one array got every n-th 16 bytes from another controller's
+  // staging (silently wrong rows, only with two or more arrays, only with
+  // divergent callers); take_tickets also handed one pair's tickets to lanes
+  // of another. The cache and source id together name one array.
+  // WARPSTORE_UNGROUPED_CALLERS restores the old grouping (the bisect build
+  // warpstore-taxi-ungrouped, scripts/gpu-taxi-bisect.sh).
+  WARPSTORE_HD unsigned calling_mask() const {
+#if defined(WARPSTORE_UNGROUPED_CALLERS)
+    return detail::warp::active_mask();
+#else
+    const unsigned same_cache = detail::warp::match_any(
+        detail::warp::active_mask(),
+        static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(cache.tags)));
+    return detail::warp::match_any(same_cache, source);
+#endif
   }
 
   WARPSTORE_HD bool check_index(std::uint64_t i) const {
