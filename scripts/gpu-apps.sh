@@ -128,7 +128,7 @@ step scipy-check 30 5 bash -c 'python3 "$0"/scripts/graph_check_scipy.py "$1" "$
 # (the file's pages dropped before each) for BFS, then SSSP on the weighted graph.
 step graph 110 40 "$bin/warpstore-graph" "$graph" --algorithms bfs,cc,pagerank \
   --methods hbm,zerocopy,memory,host,uvm --iterations "$pr_iterations" --json "$json"
-step sssp 40 15 "$bin/warpstore-graph" "$sssp_graph" --algorithms sssp \
+step sssp 40 15 "$bin/warpstore-graph" "$sssp_graph" --algorithms sssp --cold-algorithms sssp \
   --methods hbm,zerocopy,memory,host,uvm --json "$json"
 
 # The columnar study.
