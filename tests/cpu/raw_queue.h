@@ -38,8 +38,10 @@ class raw_queue {
         .load(detail::memory_order_acquire);
   }
   // Waits (bounded) until CQ entry `index` carries `phase`.
+  // Bounded, but generous: under sanitizers on a loaded 2-core CI machine a
+  // service thread can be starved for seconds; a lost completion still fails.
   bool wait_phase(std::uint32_t index, bool phase) const {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     while (std::chrono::steady_clock::now() < end) {
       if (nvme::dw3_phase(dw3(index)) == phase) return true;
       std::this_thread::yield();
