@@ -62,6 +62,26 @@ __global__ void span_and_pin_kernel(array_ref<std::uint64_t> a, std::uint64_t* s
   if (bad) atomicAdd(wrong, bad);
 }
 
+// Lanes of one warp read two different arrays at the same call site: lane
+// parity and the round pick the array, so every x[i] call has lanes of both
+// arrays converged. The arrays have their own controllers and share a cache;
+// each must still get its own bytes (regression: callers were once grouped
+// by __activemask() alone, and fills mixed the two controllers' staging).
+__global__ void two_arrays_kernel(array_ref<std::uint64_t> low, array_ref<std::uint64_t> high,
+                                  std::uint64_t high_first, int rounds, unsigned long long* wrong) {
+  const std::uint64_t t = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  const array_ref<std::uint64_t> arrays[2] = {low, high};
+  unsigned long long bad = 0;
+  for (int r = 0; r < rounds; ++r) {
+    const unsigned which = static_cast<unsigned>(t + r) & 1u;
+    const array_ref<std::uint64_t>& a = arrays[which];
+    const std::uint64_t i = mix(t * 7 + r) % a.size();
+    const std::uint64_t word = i + (which ? high_first : 0);
+    bad += a[i] != tools::pattern_word(word * 8);
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+
 __global__ void out_of_range_kernel(array_ref<std::uint64_t> a, std::uint64_t* out) {
   out[threadIdx.x] = a[a.size() + threadIdx.x];
 }
@@ -159,6 +179,24 @@ TEST(GpuArray, ReadSpanAndPinnedLines) {
     cudaFree(scratch);
     a.check();
     EXPECT_EQ(wrong.value(), 0u) << to_string(kind);
+  }
+}
+
+TEST(GpuArray, DivergentCallersOnTwoArraysGetTheirOwnBytes) {
+  for (const controller_kind kind : {controller_kind::host, controller_kind::memory}) {
+    const options o = gpu_options(kind, 4096);
+    auto c = std::make_shared<cache>(o);
+    const std::uint64_t half = file_bytes / 2;
+    array<std::uint64_t> low(c, make_controller(shared_file().path(), o), half / 8, 0, o);
+    array<std::uint64_t> high(c, make_controller(shared_file().path(), o), half / 8, half, o);
+    gpu_counter wrong;
+    two_arrays_kernel<<<1024, 256>>>(low.ref(), high.ref(), half / 8, 8, wrong.p);
+    WARPSTORE_CHECK_LAUNCH();
+    runtime::synchronize();
+    low.check();
+    high.check();
+    EXPECT_EQ(wrong.value(), 0u) << to_string(kind);
+    EXPECT_GT(c->stats().evictions, 0u) << to_string(kind);
   }
 }
 
