@@ -744,16 +744,6 @@ result to_result(const study& s, const std::string& name, const figure& f, bool 
                 std::move(p)};
 }
 
-// A method that could not run: its error in place of a figure, no ratio.
-result failure_result(const study& s, const std::string& name, const std::string& error) {
-  json::object p = json::object_builder()
-                       .add("error", error)
-                       .add("request_bytes", s.request)
-                       .add("pattern", access_name(s.tr.kind))
-                       .done();
-  return result{name, 0, "GB/s", std::nullopt, "", false, 0, std::move(p)};
-}
-
 std::vector<std::uint64_t> size_list(const parsed_args& args, const char* option) {
   std::vector<std::uint64_t> v;
   for (const std::string& x : args.list(option)) v.push_back(parse_size(x));
@@ -866,7 +856,8 @@ void run_iomethods(const parsed_args& args, report& out) {
     const std::string base = "iomethods.";
     const std::string suffix = "." + pattern + ".read";
 
-    // One measurement under its full name: its figure, or its error as the result.
+    // One measurement under its full name. A method that could not run gives
+    // no result (a result is a checked figure); its error is printed as a note.
     auto measure = [&](const std::string& name, const std::function<figure()>& fn,
                        bool write = false) {
       std::fprintf(stderr, "iomethods: %s ...\n", name.c_str());
@@ -875,7 +866,6 @@ void run_iomethods(const parsed_args& args, report& out) {
       } catch (const usage_error&) {
         throw;
       } catch (const std::exception& e) {
-        out.results.push_back(failure_result(s, name, e.what()));
         out.notes.push_back("FAILED " + name + ": " + e.what());
       }
     };
@@ -908,8 +898,7 @@ void run_iomethods(const parsed_args& args, report& out) {
           out.notes.push_back("uvm: managed copy of the file filled by the CPU in " +
                               std::to_string(managed->fill_seconds) + " s");
         } catch (const std::exception& e) {
-          out.results.push_back(failure_result(s, named("uvm"), e.what()));
-          out.notes.push_back(std::string("FAILED unified memory setup: ") + e.what());
+          out.notes.push_back("FAILED " + named("uvm") + " (setup): " + e.what());
         }
       }
       if (managed)
