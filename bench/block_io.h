@@ -24,7 +24,7 @@ WARPSTORE_HD inline void block_thread(const io_ref& io, const trace& tr, unsigne
   const std::uint32_t blocks = request_bytes >> nvme::block_shift;
   for (std::uint32_t r = 0; r < rounds; ++r) {
     const std::uint64_t i = (r0 + r) * threads + tid;
-    read_request req{};
+    io_request req{};
     if (live) {
       req.slba = tr.index(i) * blocks;
       req.blocks = blocks;

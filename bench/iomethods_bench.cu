@@ -118,7 +118,7 @@ __global__ void block_kernel(io_ref io, trace tr, std::uint64_t r0, std::uint64_
     const bool live = k < count;
     const std::uint64_t t0 = global_ns();
     for (std::uint32_t p = 0; p < request_bytes; p += piece) {
-      read_request req{};
+      io_request req{};
       if (live) {
         req.slba = (tr.index(r0 + k) * request_bytes + p) >> nvme::block_shift;
         req.blocks = piece >> nvme::block_shift;

@@ -1,7 +1,8 @@
 // The device side of a controller: how a warp gets blocks from storage into
-// cache lines and writes dirty lines back. Either through NVMe queue pairs served by another agent (the
-// host controller), or by executing the command itself against a copy of the
-// file in pinned host memory (the memory controller).
+// cache lines and writes dirty lines back. Either through NVMe queue pairs
+// served by another agent (the host controller), or by executing the command
+// itself against a copy of the file in pinned host memory (the memory
+// controller).
 #pragma once
 
 #include <cstdint>
@@ -16,12 +17,11 @@ enum class io_kind : std::uint32_t { queues, memory };
 
 // One READ or WRITE a lane wants executed: `blocks` logical blocks at `slba`
 // into (READ) or from (WRITE) `dst`, a buffer in GPU memory.
-struct read_request {
+struct io_request {
   std::uint64_t slba;
   std::uint32_t blocks;
   std::byte* dst;
 };
-using io_request = read_request;
 
 // The memory controller as kernels see it: a namespace in pinned host memory.
 // Writes land in that memory and mark its chunks dirty; the host writes dirty
@@ -55,7 +55,7 @@ struct memory_source_ref {
 
   // Executes a READ the way a controller would, with every lane of `mask`
   // copying. Checks the LBA range like any controller.
-  WARPSTORE_HD nvme::status execute_read(unsigned mask, const read_request& r) const {
+  WARPSTORE_HD nvme::status execute_read(unsigned mask, const io_request& r) const {
     const nvme::status st = check_range(r, capacity_blocks);
     if (!st.success()) return st;
     detail::cooperative_copy(mask, r.dst, data + (r.slba << nvme::block_shift),
@@ -74,7 +74,7 @@ struct io_ref {
   // have a request in `r`. Returns this lane's status (ok for inactive
   // lanes). When it returns, the bytes of every successful request are in
   // place and ordered before anything the calling lanes do next.
-  WARPSTORE_HD nvme::status read(unsigned mask, bool active, const read_request& r) const {
+  WARPSTORE_HD nvme::status read(unsigned mask, bool active, const io_request& r) const {
     return kind == io_kind::memory ? execute_memory<false>(mask, active, r)
                                    : read_queues(mask, active, r);
   }
@@ -98,9 +98,7 @@ struct io_ref {
       return nvme::status::ok();
     }
     const queue_pair_ref& qp = queues.pick(detail::locality_id());
-    const std::uint64_t ticket = qp.take_tickets(detail::warp::active_mask() &
-                                                     (1u << detail::warp::lane()),
-                                                 true);
+    const std::uint64_t ticket = qp.take_tickets(1u << detail::warp::lane(), true);
     nvme::status st = qp.submit(ticket, nvme::make_flush(0, 0), nullptr);
     if (!st.success()) return st;
     st = qp.wait(ticket);
@@ -110,8 +108,8 @@ struct io_ref {
 
  private:
   // Broadcasts lane `src`'s request to the warp.
-  WARPSTORE_HD static read_request broadcast(unsigned mask, const read_request& r, unsigned src) {
-    read_request b;
+  WARPSTORE_HD static io_request broadcast(unsigned mask, const io_request& r, unsigned src) {
+    io_request b;
     b.slba = detail::warp::shfl(mask, r.slba, src);
     b.blocks = detail::warp::shfl(mask, r.blocks, src);
     b.dst = reinterpret_cast<std::byte*>(
@@ -164,7 +162,7 @@ struct io_ref {
     return mine;
   }
 
-  WARPSTORE_HD nvme::status read_queues(unsigned mask, bool active, const read_request& r) const {
+  WARPSTORE_HD nvme::status read_queues(unsigned mask, bool active, const io_request& r) const {
     const queue_pair_ref& qp = queues.pick(detail::locality_id());
     const std::uint64_t ticket = qp.take_tickets(mask, active);
     nvme::status mine = nvme::status::ok();
@@ -181,7 +179,7 @@ struct io_ref {
       const std::uint16_t raw = detail::warp::shfl(mask, mine.raw, src);
       const std::uint64_t t = detail::warp::shfl(mask, ticket, src);
       if (nvme::status{raw}.success() && qp.staging != nullptr) {
-        const read_request b = broadcast(mask, r, src);
+        const io_request b = broadcast(mask, r, src);
         detail::cooperative_copy(mask, b.dst, qp.staging_of(t), b.blocks << nvme::block_shift);
       }
       detail::warp::sync(mask);

@@ -381,7 +381,7 @@ TEST_P(HostController, IoRefReadPath) {
       std::vector<std::byte> dst(4096);
       for (int i = 0; i < 200; ++i) {
         const std::uint64_t slba = static_cast<std::uint64_t>((lane * 977 + i * 131) % 2040);
-        const nvme::status st = io.read(1u, true, read_request{slba, 8, dst.data()});
+        const nvme::status st = io.read(1u, true, io_request{slba, 8, dst.data()});
         if (!st.success() || first_mismatch(dst.data(), slba * block, 4096, f.bytes()) != -1) ++bad;
       }
     });

@@ -23,7 +23,7 @@ __global__ void read_kernel(io_ref io, std::uint64_t capacity_blocks, std::uint3
   for (int k = 0; k < per_thread; ++k) {
     const std::uint64_t slba =
         (tools::pattern_word(t * 64 + k, 99) % (capacity_blocks / blocks)) * blocks;
-    const nvme::status st = io.read(__activemask(), true, read_request{slba, blocks, dst});
+    const nvme::status st = io.read(__activemask(), true, io_request{slba, blocks, dst});
     if (!st.success()) {
       ++fail;
       continue;
@@ -37,7 +37,7 @@ __global__ void read_kernel(io_ref io, std::uint64_t capacity_blocks, std::uint3
 }
 
 __global__ void status_kernel(io_ref io, std::byte* dst, std::uint16_t* out) {
-  const nvme::status st = io.read(__activemask(), true, read_request{threadIdx.x, 1, dst + threadIdx.x * 512});
+  const nvme::status st = io.read(__activemask(), true, io_request{threadIdx.x, 1, dst + threadIdx.x * 512});
   out[threadIdx.x] = st.raw;
 }
 

@@ -311,7 +311,7 @@ struct array_ref {
       if (is_leader) r = cache.acquire(k, detail::warp::popcount(group));
       const bool filling = is_leader && r.kind == acquire_kind::fill;
       const bool skip_read = Write && overwrite;
-      const read_request req = l.request_for(line, r.slot);
+      const io_request req = l.request_for(line, r.slot);
       const nvme::status st = io.read(mask, filling && !skip_read, req);
       if (filling && !st.success()) {
         cache.abandon(r.slot);
