@@ -51,6 +51,27 @@ class fault_policy {
   // result of the command.
   virtual std::uint32_t on_data(const fault_action& a, std::uint32_t bytes, std::uint32_t wanted,
                                 bool first) const;
+  // Which commands before_execute sees: reads only, unless a policy (the
+  // power-cut layer) takes writes and flushes too.
+  virtual bool covers(nvme::opcode op) const { return op == nvme::opcode::read; }
+
+  // Durability hooks, for a policy that models what storage keeps (the
+  // power-cut layer). A WRITE of `bytes` at byte `offset` is about to be
+  // executed (nothing of it is in the file yet) / has finished, well or not.
+  virtual void write_starting(std::uint64_t offset, std::uint32_t bytes) {
+    (void)offset, (void)bytes;
+  }
+  virtual void write_finished(std::uint64_t offset, std::uint32_t bytes) {
+    (void)offset, (void)bytes;
+  }
+  // A FLUSH's fdatasync is about to start: returns a ticket for
+  // flush_finished. When the fdatasync succeeded: whether the FLUSH may
+  // complete well (false: it fails, as when power went off meanwhile).
+  virtual std::uint64_t flush_starting() { return 0; }
+  virtual bool flush_finished(std::uint64_t ticket) {
+    (void)ticket;
+    return true;
+  }
 };
 
 // Which commands fail, and how.

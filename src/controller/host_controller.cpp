@@ -112,6 +112,8 @@ class host_controller::worker {
     std::uint32_t done = 0;           // bytes read so far
     std::uint32_t dw0 = 0;            // completion dword 0: errno of a failed read, write or flush
     fault_action fault;               // what the fault policy made of it (tests)
+    bool write_hooked = false;        // WRITE: the policy saw write_starting
+    std::uint64_t flush_ticket = 0;   // FLUSH: the policy's flush_starting ticket
     nvme::status status;
     std::uint32_t queue = 0;  // index into queues_
     std::uint32_t index = 0;  // index into its queue's contexts
@@ -391,6 +393,7 @@ void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
   c.offset = 0;
   c.done = 0;
   c.fault = {};
+  c.write_hooked = false;
   const auto op = static_cast<nvme::opcode>(cmd.opc);
   if (cmd.nsid != nsid_one && !(op == nvme::opcode::flush && cmd.nsid == nsid_all))
     return complete(c, generic_status(nvme::sc::invalid_namespace));
@@ -401,6 +404,7 @@ void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
     case nvme::opcode::flush:
       // A read-only file has nothing to make durable.
       if (!writable_) return complete(c, nvme::status::ok());
+      if (faults_ != nullptr && faults_->covers(op) && inject_fault(c)) return;
       return start_flush(q, c);
     case nvme::opcode::read:
       break;
@@ -457,11 +461,18 @@ void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
       return complete(c, generic_status(nvme::sc::invalid_field));
   }
   c.done = 0;
-  // Faults are injected into reads (the fault policy's kinds are read faults).
-  if (op == nvme::opcode::read && faults_ != nullptr && inject_fault(c)) return;
+  // Faults are injected into the commands the policy covers (reads, unless
+  // it models durability too).
+  if (op == nvme::opcode::read && faults_ != nullptr && faults_->covers(op) && inject_fault(c))
+    return;
   if (op == nvme::opcode::write) {
     c.generation = q.generation;
     ++q.generation_writes[c.generation & q.mask];
+    if (faults_ != nullptr) {
+      if (faults_->covers(op) && inject_fault(c)) return;
+      faults_->write_starting(c.offset, c.file_bytes);
+      c.write_hooked = true;
+    }
     if (!gpu_pull_) {
       // The bytes are in GPU memory at PRP1: copy them into our buffer first.
       copies_->enqueue_to_host(c.buffer, reinterpret_cast<const void*>(cmd.prp1), c.length);
@@ -489,6 +500,7 @@ void host_controller::worker::start_flushes(queue_ctx& q) {
     q.flush_head = (q.flush_head + 1) & q.mask;
     --q.flush_count;
     io_uring_sqe* sqe = next_sqe();
+    if (faults_ != nullptr) f.flush_ticket = faults_->flush_starting();
     io_uring_prep_fsync(sqe, registered_file_ ? 0 : file_.fd(), IORING_FSYNC_DATASYNC);
     if (registered_file_) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data(sqe, &f);
@@ -501,6 +513,8 @@ void host_controller::worker::start_flushes(queue_ctx& q) {
 void host_controller::worker::write_done(command_ctx& c, nvme::status st, std::uint32_t dw0) {
   queue_ctx& q = queues_[c.queue];
   --q.generation_writes[c.generation & q.mask];
+  if (c.write_hooked) faults_->write_finished(c.offset, c.file_bytes);
+  c.write_hooked = false;
   complete(c, st, dw0);
   start_flushes(q);
 }
@@ -620,6 +634,8 @@ bool host_controller::worker::reap() {
 void host_controller::worker::on_result(command_ctx& c, int res) {
   if (c.op == nvme::opcode::flush) {
     if (res < 0) return fail_io(c, -res, "failed");
+    if (faults_ != nullptr && !faults_->flush_finished(c.flush_ticket))
+      return fail_io(c, EIO, "lost (power cut)");
     return complete(c, nvme::status::ok());
   }
   if (res > 0 && c.fault.kind != fault_kind::none)

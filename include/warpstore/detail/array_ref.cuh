@@ -321,18 +321,24 @@ struct array_ref {
       // Readers too: a set full of dirty lines makes room by writing one back.
       const bool writing_back = is_leader && r.kind == acquire_kind::write_back;
       const bool wrote_back = detail::warp::ballot(mask, writing_back) != 0;
-      if (wrote_back) l.write_back(mask, writing_back, r.slot, r.old_key);
+      // A write-back that failed (recorded by write_back) fails the access
+      // that needed the room: the line stays dirty, and retrying would only
+      // fail again until the deadline (a device gone, a power cut).
+      bool written_back = true;
+      if (wrote_back) written_back = l.write_back(mask, writing_back, r.slot, r.old_key);
       // 0: retry (or wrote a line back), 1: line pinned, 2: fill failed
-      // (pins held, no data)
+      // (pins held, no data), 3: write-back failed (no pins)
       const bool granted = r.kind == acquire_kind::hit || r.kind == acquire_kind::fill;
-      const std::uint32_t outcome = !is_leader || !granted ? 0u : (st.success() ? 1u : 2u);
+      const std::uint32_t outcome = !is_leader ? 0u
+                                    : granted  ? (st.success() ? 1u : 2u)
+                                               : (written_back ? 0u : 3u);
       const std::uint32_t got = detail::warp::shfl(mask, outcome, leader);
       const std::uint32_t slot = detail::warp::shfl(mask, r.slot, leader);
       if (pending && got != 0) {
         pending = false;
         g.slot = slot;
         g.ok = got == 1;
-        g.pins = is_leader ? detail::warp::popcount(group) : 0;
+        g.pins = is_leader && got != 3 ? detail::warp::popcount(group) : 0;
         if (g.ok) use(slot);
       }
       // A filled line is published once its group used it: a writer's bytes

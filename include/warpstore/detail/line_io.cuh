@@ -36,8 +36,9 @@ struct line_io {
   // claimed (slot, key), then release it clean (or still dirty on failure,
   // recorded). The line may be any array's: its source says where it goes,
   // one source's controller at a time.
-  WARPSTORE_HD void write_back(unsigned mask, bool active, std::uint32_t slot,
+  WARPSTORE_HD bool write_back(unsigned mask, bool active, std::uint32_t slot,
                                std::uint64_t key) const {
+    bool written = true;
     const std::uint32_t src = cache_ref::source_of(key);
     unsigned todo = warp::ballot(mask, active);
     while (todo) {
@@ -54,10 +55,12 @@ struct line_io {
       const nvme::status st = where.io.write(mask, mine, req);
       if (!mine) continue;
       cache.finish_write_back(slot, st.success());
+      written = st.success();
       if (!st.success())
         errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, s, st,
                        cache_ref::line_of(key), req.slba);
     }
+    return written;
   }
 
   // Warp-collective: writes back every dirty line of this array among cache
