@@ -177,6 +177,7 @@ class solver {
   // rank_0 when the file has none (returns 0; nothing committed yet).
   std::uint64_t resume() {
     const restore_result r = group_.restore();
+    restored_ = r.restored();
     if (r.restored()) {
       state_header h{};
       runtime::copy_to_host(&h, header_.get(), sizeof h);
@@ -216,6 +217,8 @@ class solver {
   std::uint64_t checkpoint() { return group_.checkpoint(); }
 
   std::uint64_t iteration() const { return host_header_.iteration; }
+  // Whether the last resume() found a checkpoint.
+  bool restored() const { return restored_; }
   std::vector<double> ranks() const {
     std::vector<double> out(n_);
     runtime::copy_to_host(out.data(), rank_.get(), n_ * 8);
@@ -234,6 +237,7 @@ class solver {
   runtime::device_ptr<double> rank_;
   runtime::device_ptr<double> next_;
   state_header host_header_{};
+  bool restored_ = false;
   checkpoint_group group_;  // declared last: closes before the buffers go
 };
 
