@@ -38,6 +38,7 @@ options gpu_options(controller_kind kind, std::uint32_t line) {
   o.line_size = line;
   o.cache_bytes = 64 << 20;
   o.timeout_ns = 60'000'000'000ull;
+  o.direct = direct_io::off;  // see the O_DIRECT note in tests/crash/checkpoint_workload_test.cpp
   return o;
 }
 

@@ -106,7 +106,7 @@ inline constexpr std::uint64_t extent_align = 4096;       // each buffer padded 
 inline constexpr std::uint64_t slot_align = 65536;        // slot size rounded up to this
 inline constexpr std::uint32_t record_sizes = 54;         // buffer sizes a record lists
 inline constexpr std::uint32_t version = 1;
-inline constexpr char magic[8] = {'W', 'S', 'C', 'K', 'P', 'T', '0', '1'};
+inline constexpr std::uint64_t magic = 0x313054504B435357ull;  // "WSCKPT01" little-endian
 
 // The finalizer of splitmix64: a bijection of 64-bit words.
 WARPSTORE_HD inline std::uint64_t fmix(std::uint64_t z) {
@@ -140,7 +140,7 @@ inline constexpr std::uint64_t align_up(std::uint64_t x, std::uint64_t a) {
 // A commit record, the first 512 bytes of its 4 KiB (one NVMe block: written
 // atomically by the device, and checked by record_checksum anyway).
 struct checkpoint_record {
-  char magic[8];
+  std::uint64_t magic;           // ckpt::magic
   std::uint32_t version;
   std::uint32_t slot;            // 0 or 1: must name the record's own place
   std::uint64_t sequence;        // 1, 2, ...: the newest valid record wins
@@ -160,11 +160,7 @@ struct checkpoint_record {
     for (std::uint32_t k = 0; k < sizeof(*this) / 8 - 1; ++k) sum += ckpt::mix(w[k], k + 0x10000);
     return ckpt::fmix(sum);
   }
-  WARPSTORE_HD bool magic_ok() const {
-    for (int k = 0; k < 8; ++k)
-      if (magic[k] != ckpt::magic[k]) return false;
-    return version == ckpt::version;
-  }
+  WARPSTORE_HD bool magic_ok() const { return magic == ckpt::magic && version == ckpt::version; }
 };
 static_assert(sizeof(checkpoint_record) == 512, "a commit record is one NVMe block");
 
@@ -612,7 +608,7 @@ struct checkpoint_ref {
       detail::warp::sync(mask);
       if (is_leader) {
         auto* r = reinterpret_cast<checkpoint_record*>(rec_bytes);
-        for (int k = 0; k < 8; ++k) r->magic[k] = ckpt::magic[k];
+        r->magic = ckpt::magic;
         r->version = ckpt::version;
         r->slot = slot;
         r->sequence = seq;
