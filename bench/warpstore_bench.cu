@@ -32,6 +32,8 @@ const subcommand subcommands[] = {
      declare_iomethods, run_iomethods},
     {"writes", "write-heavy vector add through the cache vs a tiled pread/copy/pwrite loop",
      declare_writes, run_writes},
+    {"checkpoint", "checkpoints of GPU buffers through warpstore vs cudaMemcpy + pwrite + fdatasync",
+     declare_checkpoint, run_checkpoint},
 };
 
 constexpr int exit_ok = 0, exit_error = 1, exit_usage = 2, exit_mismatch = 3;
