@@ -51,6 +51,9 @@ void run_iomethods(const parsed_args& args, report& out);
 // Write-heavy vector add against a tiled pread/copy/pwrite loop (write_bench.cu).
 void declare_writes(command_spec& cmd);
 void run_writes(const parsed_args& args, report& out);
+// Write-ahead log appends: per-warp lock-free regions vs one global lock (log_bench.cu).
+void declare_log(command_spec& cmd);
+void run_log(const parsed_args& args, report& out);
 
 // ---- shared pieces (bench_setup.cu) ---------------------------------------------
 

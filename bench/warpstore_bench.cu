@@ -32,6 +32,8 @@ const subcommand subcommands[] = {
      declare_iomethods, run_iomethods},
     {"writes", "write-heavy vector add through the cache vs a tiled pread/copy/pwrite loop",
      declare_writes, run_writes},
+    {"log", "write-ahead log appends: lock-free per-warp regions vs one global lock", declare_log,
+     run_log},
 };
 
 constexpr int exit_ok = 0, exit_error = 1, exit_usage = 2, exit_mismatch = 3;
