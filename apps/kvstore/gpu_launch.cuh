@@ -15,6 +15,8 @@ __global__ void kv_kernel(Body body) {
 }
 
 struct gpu_launch {
+  static constexpr std::uint64_t max_warps = 1u << 16;
+
   template <class Body>
   void operator()(std::uint64_t warps, const Body& body) const {
     kv_kernel<Body><<<static_cast<unsigned>(warps == 0 ? 1 : warps), 32>>>(body);
