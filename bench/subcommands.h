@@ -54,6 +54,9 @@ void run_writes(const parsed_args& args, report& out);
 // Checkpoint groups against cudaMemcpy + pwrite + fdatasync (checkpoint_bench.cu).
 void declare_checkpoint(command_spec& cmd);
 void run_checkpoint(const parsed_args& args, report& out);
+// Write-ahead log appends: per-warp lock-free regions vs one global lock (log_bench.cu).
+void declare_log(command_spec& cmd);
+void run_log(const parsed_args& args, report& out);
 
 // ---- shared pieces (bench_setup.cu) ---------------------------------------------
 

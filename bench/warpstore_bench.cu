@@ -34,6 +34,8 @@ const subcommand subcommands[] = {
      declare_writes, run_writes},
     {"checkpoint", "checkpoints of GPU buffers through warpstore vs cudaMemcpy + pwrite + fdatasync",
      declare_checkpoint, run_checkpoint},
+    {"log", "write-ahead log appends: lock-free per-warp regions vs one global lock", declare_log,
+     run_log},
 };
 
 constexpr int exit_ok = 0, exit_error = 1, exit_usage = 2, exit_mismatch = 3;

@@ -1,0 +1,242 @@
+// The write-ahead log on the GPU: whole warps append entries of different
+// sizes (the warp prefix sum, lines filled by several lanes, appends split
+// into rounds), commit, and recover; partial transactions logged by GPU
+// warps are undone; the key-value crash workload on the GPU library.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "tests/crash/kv_workload.h"
+#include "warpstore/cuda_check.h"
+#include "warpstore/durable/log.cuh"
+
+using namespace warpstore;
+using namespace warpstore::durable;
+
+namespace {
+
+std::string temp_path(const char* stem) {
+  const char* dir = std::getenv("TMPDIR");
+  std::string p = std::string(dir ? dir : "/tmp") + "/warpstore-gpu-" + stem + "-XXXXXX";
+  const int fd = ::mkstemp(p.data());
+  if (fd < 0) throw std::runtime_error("mkstemp failed");
+  ::close(fd);
+  return p;
+}
+
+__host__ __device__ std::uint32_t entry_size(std::uint64_t txn, unsigned lane) {
+  return 8 + static_cast<std::uint32_t>((txn * 7 + lane * 13) % 25) * 8;  // 8 .. 200 bytes
+}
+__host__ __device__ std::uint64_t word(std::uint64_t txn, unsigned lane, std::uint32_t k) {
+  return durable::detail::mix64(txn * 1000003 + lane * 64 + k);
+}
+
+__global__ void append_kernel(log_ref log, std::uint32_t txns_per_warp, unsigned* failed) {
+  const std::uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x % 32;
+  std::uint64_t p[25];
+  for (std::uint32_t t = 0; t < txns_per_warp; ++t) {
+    const std::uint64_t txn = std::uint64_t{warp} * 1000 + t + 1;
+    const std::uint32_t n = entry_size(txn, lane);
+    for (std::uint32_t k = 0; k < n / 8; ++k) p[k] = word(txn, lane, k);
+    log_entry e;
+    e.kind = entry_kind::record;
+    e.txn = txn;
+    e.target = lane;
+    e.payload = p;
+    e.payload_bytes = n;
+    // Odd lanes only in odd transactions: a partial warp of appenders.
+    const bool active = (t % 2 == 0) || (lane % 2 == 1);
+    bool ok = log.append(0xFFFFFFFFu, warp, active, e);
+    ok = log.commit(0xFFFFFFFFu, warp, txn, t + 1 == txns_per_warp) && ok;
+    if (!ok && lane == 0) atomicAdd(failed, 1u);
+  }
+}
+
+// Warp w logs the before-images of its 2 KiB of `data` (lane: 64 bytes),
+// transaction w + 1; even warps commit.
+__global__ void undo_kernel(log_ref log, const std::uint64_t* data, unsigned* failed) {
+  const std::uint32_t warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+  const unsigned lane = threadIdx.x % 32;
+  log_entry e;
+  e.kind = entry_kind::undo;
+  e.txn = warp + 1;
+  e.target = (std::uint64_t{warp} * 32 + lane) * 64;
+  e.payload = data + e.target / 8;
+  e.payload_bytes = 64;
+  bool ok = log.append(0xFFFFFFFFu, warp, true, e);
+  ok = log.write_tail(0xFFFFFFFFu, warp) && ok;
+  ok = log.flush(0xFFFFFFFFu) && ok;
+  if (warp % 2 == 0) ok = log.commit(0xFFFFFFFFu, warp, warp + 1) && ok;
+  if (!ok && lane == 0) atomicAdd(failed, 1u);
+}
+
+class GpuLog : public ::testing::TestWithParam<controller_kind> {
+ protected:
+  void SetUp() override {
+    opts_.controller = GetParam();
+    opts_.writable = true;
+    opts_.direct = direct_io::off;
+    opts_.cache_bytes = 64 << 20;
+    opts_.timeout_ns = 20'000'000'000ull;
+    log_path_ = temp_path("log");
+    data_path_ = temp_path("data");
+    WARPSTORE_CUDA_TRY(cudaMalloc(&failed_, sizeof(unsigned)));
+    WARPSTORE_CUDA_TRY(cudaMemset(failed_, 0, sizeof(unsigned)));
+  }
+  void TearDown() override {
+    cudaFree(failed_);
+    ::unlink(log_path_.c_str());
+    ::unlink(data_path_.c_str());
+  }
+  void make_log(const log_layout& l) {
+    ASSERT_EQ(::truncate(log_path_.c_str(), static_cast<off_t>(l.file_bytes())), 0);
+    write_ahead_log::format(*make_controller(log_path_, opts_), l);
+  }
+  unsigned failures() {
+    unsigned n = 0;
+    WARPSTORE_CUDA_TRY(cudaMemcpy(&n, failed_, sizeof n, cudaMemcpyDeviceToHost));
+    return n;
+  }
+
+  options opts_;
+  std::string log_path_, data_path_;
+  unsigned* failed_ = nullptr;
+};
+
+}  // namespace
+
+TEST_P(GpuLog, WarpsAppendCommitAndScanBack) {
+  const std::uint32_t warps = 512, txns = 6;
+  log_layout l{4096, warps, 64 << 10};
+  make_log(l);
+  write_ahead_log log(make_controller(log_path_, opts_), opts_);
+  log.recover(nullptr);
+  append_kernel<<<warps / 4, 128>>>(log.ref(), txns, failed_);
+  WARPSTORE_CUDA_TRY(cudaGetLastError());
+  WARPSTORE_CUDA_TRY(cudaDeviceSynchronize());
+  log.check();
+  ASSERT_EQ(failures(), 0u);
+  log.flush();
+  std::uint32_t torn = 1;
+  const std::vector<scanned_entry> entries = log.scan(&torn);
+  EXPECT_EQ(torn, 0u);
+  std::uint64_t bad = 0;
+  std::size_t at = 0;
+  for (std::uint32_t w = 0; w < warps && at < entries.size(); ++w)
+    for (std::uint32_t t = 0; t < txns; ++t) {
+      const std::uint64_t txn = std::uint64_t{w} * 1000 + t + 1;
+      for (unsigned lane = 0; lane < 32; ++lane) {
+        if (!((t % 2 == 0) || (lane % 2 == 1))) continue;
+        if (at >= entries.size()) break;
+        const scanned_entry& e = entries[at++];
+        const std::uint32_t n = entry_size(txn, lane);
+        bool ok = e.region == w && e.header.txn == txn && e.header.target == lane &&
+                  e.header.payload_bytes == n;
+        for (std::uint32_t k = 0; ok && k < n / 8; ++k) {
+          std::uint64_t v;
+          std::memcpy(&v, e.payload.data() + 8 * k, 8);
+          ok = v == word(txn, lane, k);
+        }
+        bad += !ok;
+      }
+      if (at < entries.size())
+        bad += entries[at++].header.kind != static_cast<std::uint8_t>(entry_kind::commit);
+    }
+  EXPECT_EQ(bad, 0u);
+  EXPECT_EQ(at, entries.size());
+  EXPECT_EQ(entries.size(), std::size_t{warps} * (txns / 2 * 32 + txns / 2 * 16 + txns));
+  write_ahead_log again(make_controller(log_path_, opts_), opts_);
+  const recovery_report rep = again.recover(nullptr);
+  EXPECT_EQ(rep.committed_txns, std::uint64_t{warps} * txns);
+  EXPECT_EQ(rep.partial_txns, 0u);
+}
+
+TEST_P(GpuLog, PartialTransactionsOfGpuWarpsAreUndone) {
+  const std::uint32_t warps = 256;
+  const std::uint64_t bytes = std::uint64_t{warps} * 2048;
+  std::vector<std::uint64_t> before(bytes / 8), after(bytes / 8);
+  for (std::size_t i = 0; i < before.size(); ++i) {
+    before[i] = durable::detail::mix64(i);
+    after[i] = ~before[i];
+  }
+  {
+    const int fd = ::open(data_path_.c_str(), O_WRONLY);
+    ASSERT_EQ(::pwrite(fd, before.data(), bytes, 0), static_cast<ssize_t>(bytes));
+    ::close(fd);
+  }
+  log_layout l{4096, warps, 16 << 10};
+  make_log(l);
+  {
+    write_ahead_log log(make_controller(log_path_, opts_), opts_);
+    log.recover(nullptr);
+    std::uint64_t* d = nullptr;
+    WARPSTORE_CUDA_TRY(cudaMalloc(&d, bytes));
+    WARPSTORE_CUDA_TRY(cudaMemcpy(d, before.data(), bytes, cudaMemcpyHostToDevice));
+    undo_kernel<<<warps / 4, 128>>>(log.ref(), d, failed_);
+    WARPSTORE_CUDA_TRY(cudaGetLastError());
+    WARPSTORE_CUDA_TRY(cudaDeviceSynchronize());
+    cudaFree(d);
+    log.check();
+    ASSERT_EQ(failures(), 0u);
+    log.flush();
+    // The data changed everywhere (as the transactions' stores would);
+    // then the crash.
+    const int fd = ::open(data_path_.c_str(), O_WRONLY);
+    ASSERT_EQ(::pwrite(fd, after.data(), bytes, 0), static_cast<ssize_t>(bytes));
+    ::close(fd);
+  }
+  write_ahead_log log(make_controller(log_path_, opts_), opts_);
+  const recovery_report rep = log.recover(make_controller(data_path_, opts_).get());
+  EXPECT_EQ(rep.committed_txns, warps / 2);
+  EXPECT_EQ(rep.partial_txns, warps / 2);
+  EXPECT_EQ(rep.undone_entries, std::uint64_t{warps / 2} * 32);
+  std::vector<std::uint64_t> got(bytes / 8);
+  const int fd = ::open(data_path_.c_str(), O_RDONLY);
+  ASSERT_EQ(::pread(fd, got.data(), bytes, 0), static_cast<ssize_t>(bytes));
+  ::close(fd);
+  std::uint64_t bad = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const bool committed = (i / 256) % 2 == 0;  // 256 words per warp
+    bad += got[i] != (committed ? after[i] : before[i]);
+  }
+  EXPECT_EQ(bad, 0u);
+}
+
+TEST_P(GpuLog, KeyValueWorkloadRecoversOnTheGpu) {
+  crash::env e;
+  const char* tmp = std::getenv("TMPDIR");
+  std::string d = std::string(tmp ? tmp : "/tmp") + "/warpstore-gpu-kv-XXXXXX";
+  ASSERT_NE(::mkdtemp(d.data()), nullptr);
+  e.dir = d;
+  e.opts = opts_;
+  e.opts.cache_bytes = 256 << 10;
+  e.open = [](const std::string& p, const options& o) { return make_controller(p, o); };
+  e.seed = 3;
+  auto w = crash::make_kv_workload();
+  w->prepare(e);
+  w->run(e, 5, [](std::uint64_t) {});
+  crash::verdict v = w->recover(e);
+  EXPECT_EQ(v.mismatches, 0u) << v.detail;
+  EXPECT_EQ(v.state, 5u);
+  for (const kv::crash_point p : {kv::crash_point::after_log, kv::crash_point::after_apply,
+                                  kv::crash_point::after_data_flush}) {
+    crash::kv_cut_batch(e, p);
+    v = w->recover(e);
+    EXPECT_EQ(v.mismatches, 0u) << v.detail;
+    EXPECT_EQ(v.state, 5u);
+  }
+  std::filesystem::remove_all(d);
+}
+
+INSTANTIATE_TEST_SUITE_P(Controllers, GpuLog,
+                         ::testing::Values(controller_kind::host, controller_kind::memory),
+                         [](const ::testing::TestParamInfo<controller_kind>& i) {
+                           return std::string(to_string(i.param));
+                         });
