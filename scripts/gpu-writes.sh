@@ -35,7 +35,7 @@ if ! { timeout 20 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Relea
 fi
 
 step "GPU write tests"
-timeout 35 "$build/tests/gpu/gpu_array_write_test" >"$out/gpu-write-tests.log" 2>&1 ||
+timeout 150 "$build/tests/gpu/gpu_array_write_test" >"$out/gpu-write-tests.log" 2>&1 ||
   { rc=$?; status=1; echo "FAILED: gpu_array_write_test (exit $rc)" | tee -a "$out/summary.log" >&2; }
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/gpu-write-tests.log" | tee -a "$out/summary.log" >&2
 
