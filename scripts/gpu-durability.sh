@@ -7,7 +7,8 @@
 #   tests  the checkpoint and log GPU tests, PageRank stopped and resumed, the
 #          key-value example (scripts/gpu-durability-checkpoint.sh, -log.sh)
 #   crash  warpstore-crash-gpu: kill -9 and power-cut trials of the
-#          checkpoint and key-value workloads (TRIALS each, default 100)
+#          checkpoint and key-value workloads (TRIALS each, default 100;
+#          CRASH_JOBS at once, default 8; STATES commits per run, default 12)
 #   bench  checkpoint.vs_memcpy_pwrite, log.append.vs_global_lock (inside the
 #          two scripts above) and write.vectoradd.vs_tiled (scripts/gpu-writes.sh)
 # Results merge into bench/results/durability.json; logs go to $OUT.
@@ -48,7 +49,7 @@ if [ "$what" = all ] || [ "$what" = crash ]; then
   step "crash trials: kill -9 and power cuts, ${TRIALS:-100} each"
   timeout "${CRASH_TIMEOUT:-900}" "$build/tests/crash/warpstore-crash-gpu" \
     --trials "${TRIALS:-100}" --states "${STATES:-12}" --workload "${WORKLOADS:-all}" \
-    --mode "${MODES:-all}" --json "$root/bench/results/durability.json" \
+    --mode "${MODES:-all}" --jobs "${CRASH_JOBS:-8}" --json "$root/bench/results/durability.json" \
     >"$out/crash.log" 2>&1 || { status=1; echo "FAILED: warpstore-crash-gpu (exit $?)" | tee -a "$out/summary.log" >&2; }
   grep -v '^  ' "$out/crash.log" | tail -12 | tee -a "$out/summary.log" >&2
 fi

@@ -193,13 +193,21 @@ TEST(Powercut, PowerOffAtRandomInstantsNeverHangs) {
     });
     try {
       for (int pass = 0; pass < 20; ++pass) {
-        for (std::uint64_t i = 0; i < ref.size(); ++i) ref.store(i, pass);
+        // A store that fails costs a round trip to the service thread; on a
+        // loaded 2-core machine that is a scheduler slice, so stop at the
+        // first failure (check() raises it) rather than failing every store.
+        for (std::uint64_t i = 0; i < ref.size(); ++i) {
+          ref.store(i, pass);
+          if (i % 64 == 63) a.check();
+        }
         a.check();
         a.flush();
       }
     } catch (const std::exception&) {
     }
     cutter.join();
-    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5)) << "trial " << trial;
+    // A hang would be unbounded (or end at the 10 s deadline per access);
+    // unloaded, a trial takes well under 0.1 s.
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(8)) << "trial " << trial;
   }
 }

@@ -6,7 +6,13 @@
 // never newer than the commit in progress, with every byte right.
 //
 //   warpstore-crash [--workload all|checkpoint|kv] [--mode all|kill|powercut]
-//                   [--trials 100] [--states 40] [--dir /tmp/..] [--json F]
+//                   [--trials 100] [--states 40] [--jobs 1] [--dir /tmp/..] [--json F]
+//
+// Crash instants are drawn within the run phase of an uninterrupted run (from
+// its "prepared" report to its last commit), measured once per workload, so
+// process start-up (a CUDA context) and teardown do not dilute them. With
+// --jobs N, N trials run at once, each in its own directory; their schedule
+// (seeds, instants) is drawn up front, so it does not depend on N.
 //
 // kill:     the run child is killed with SIGKILL after a random delay within
 //           the time an uninterrupted run takes; in every other trial the
@@ -29,6 +35,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 #include <map>
@@ -185,7 +192,8 @@ struct child_result {
   std::string detail, device, error;
   int status = 0;  // waitpid status
   bool killed = false, timed_out = false;
-  double seconds = 0;
+  double seconds = 0;      // fork to exit
+  double run_seconds = 0;  // "P" (prepared) to "F" (finished), when both came
 };
 
 // Runs this program as a child with `args`; kills it with SIGKILL `kill_after`
@@ -198,14 +206,16 @@ child_result spawn(const std::vector<std::string>& args, std::optional<microseco
   argv_s.insert(argv_s.end(), args.begin(), args.end());
   argv_s.push_back("--report-fd");
   argv_s.push_back(std::to_string(fds[1]));
+  // Everything the child needs is built before fork(): other threads of the
+  // parent (--jobs) may hold the allocator's locks at that instant.
+  std::vector<char*> argv;
+  for (auto& s : argv_s) argv.push_back(s.data());
+  argv.push_back(nullptr);
   const auto start = steady_clock::now();
   const pid_t pid = ::fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
     ::fcntl(fds[1], F_SETFD, 0);  // the report fd survives exec
-    std::vector<char*> argv;
-    for (auto& s : argv_s) argv.push_back(s.data());
-    argv.push_back(nullptr);
     // The child's own output goes to the parent's stderr.
     ::dup2(2, 1);
     ::execv("/proc/self/exe", argv.data());
@@ -214,7 +224,7 @@ child_result spawn(const std::vector<std::string>& args, std::optional<microseco
   ::close(fds[1]);
   child_result r;
   std::string buf;
-  std::optional<steady_clock::time_point> kill_at;
+  std::optional<steady_clock::time_point> kill_at, prepared_at;
   if (kill_after && args.size() > 1 && args[1] == "recover") kill_at = start + *kill_after;
   bool open = true;
   while (open) {
@@ -250,11 +260,13 @@ child_result spawn(const std::vector<std::string>& args, std::optional<microseco
       in >> tag;
       if (tag == "P") {
         r.prepared = true;
+        prepared_at = steady_clock::now();
         if (kill_after && !kill_at) kill_at = steady_clock::now() + *kill_after;
       } else if (tag == "A") {
         in >> r.acked;
       } else if (tag == "F") {
         r.finished = true;
+        if (prepared_at) r.run_seconds = duration<double>(steady_clock::now() - *prepared_at).count();
       } else if (tag == "D") {
         std::getline(in >> std::ws, r.device);
       } else if (tag == "V") {
@@ -323,6 +335,7 @@ int main(int argc, char** argv) {
       .option("mode", "NAMES", "all", "kill, powercut or all")
       .option("trials", "N", "100", "trials per workload and mode")
       .option("states", "N", "40", "commits each run attempts")
+      .option("jobs", "N", "1", "trials run at once")
       .option("dir", "PATH", "", "scratch directory (default: a new one under TMPDIR)")
       .option("json", "PATH", "", "merge crash.kill.recovered / crash.powercut.recovered here")
       .option("seed", "N", "1", "seed of the trial schedule")
@@ -349,6 +362,7 @@ int main(int argc, char** argv) {
     std::vector<std::string> modes = a.list("mode");
     if (modes == std::vector<std::string>{"all"}) modes = {"kill", "powercut"};
     const std::uint64_t trials = a.count("trials"), states = a.count("states");
+    const std::uint64_t jobs = std::max<std::uint64_t>(1, a.count("jobs"));
     std::string root = a.str("dir");
     if (root.empty()) {
       const char* t = std::getenv("TMPDIR");
@@ -382,56 +396,93 @@ int main(int argc, char** argv) {
         throw std::runtime_error(wname + ": recovery after a clean run found state " +
                                  std::to_string(crec.state) + " with " +
                                  std::to_string(crec.mismatches) + " mismatches: " + crec.detail);
-      const double run_us = cal.seconds * 1e6, rec_us = crec.seconds * 1e6;
+      // Crash instants fall in the run phase; a recovery is killed from its
+      // process start, so its whole life counts.
+      const double run_s = cal.run_seconds > 0 ? cal.run_seconds : cal.seconds;
+      const double run_us = run_s * 1e6, rec_us = crec.seconds * 1e6;
       std::cout << wname << ": an uninterrupted run of " << states << " commits takes "
-                << cal.seconds << " s, recovery " << crec.seconds << " s\n";
+                << run_s << " s (process " << cal.seconds << " s), recovery " << crec.seconds
+                << " s\n";
       fs::remove_all(cdir);
 
       for (const std::string& mode : modes) {
         tally& t = tallies[mode][wname];
-        for (std::uint64_t i = 0; i < trials; ++i) {
+        struct plan {
+          std::uint64_t seed;
+          microseconds at, recover_at;
+        };
+        std::vector<plan> plans(trials);
+        for (plan& p : plans) {
+          p.seed = rng() % 1000000 + 1;
+          p.at = microseconds(static_cast<long>(std::uniform_real_distribution<double>(0, run_us)(rng)));
+          p.recover_at =
+              microseconds(static_cast<long>(std::uniform_real_distribution<double>(0, rec_us)(rng)));
+        }
+        std::mutex tally_mutex;
+        std::atomic<std::uint64_t> next{0};
+        std::exception_ptr failure;
+        auto trial = [&](std::uint64_t i) {
+          const plan& p = plans[i];
           const std::string dir = root + "/" + wname + "-" + mode + "-" + std::to_string(i);
           fs::remove_all(dir);
           fs::create_directories(dir);
-          const std::uint64_t seed = rng() % 1000000 + 1;
-          const auto at = microseconds(static_cast<long>(
-              std::uniform_real_distribution<double>(0, run_us)(rng)));
           const std::string what = wname + " " + mode + " trial " + std::to_string(i);
           if (mode == "kill") {
-            const child_result run = spawn(args("run", dir, seed), at, deadline);
-            if (run.timed_out) ++t.hangs;
+            const child_result run = spawn(args("run", dir, p.seed), p.at, deadline);
             if (!run.prepared) {
+              std::lock_guard<std::mutex> lock(tally_mutex);
               std::cerr << "  " << what << ": prepare did not finish\n";
               ++t.trials, ++t.bad, ++t.inconsistent;
-              continue;
+              t.hangs += run.timed_out;
+              return;
             }
+            bool first_killed = false;
             if (i % 2 == 1) {
               // Kill the first recovery too, at a random instant; the second must still work.
-              const auto rat = microseconds(static_cast<long>(
-                  std::uniform_real_distribution<double>(0, rec_us)(rng)));
-              const child_result first = spawn(args("recover", dir, seed), rat, deadline);
-              t.recover_killed += first.killed && !first.timed_out;
+              const child_result first = spawn(args("recover", dir, p.seed), p.recover_at, deadline);
+              first_killed = first.killed && !first.timed_out;
             }
-            const child_result rec = spawn(args("recover", dir, seed), std::nullopt, deadline);
+            const child_result rec = spawn(args("recover", dir, p.seed), std::nullopt, deadline);
+            std::lock_guard<std::mutex> lock(tally_mutex);
+            t.hangs += run.timed_out;
+            t.recover_killed += first_killed;
             judge(t, run, rec, states, what);
           } else {
-            std::vector<std::string> v = args("powercut", dir, seed);
+            std::vector<std::string> v = args("powercut", dir, p.seed);
             const double losses[] = {1.0, 0.5, 0.1};
-            v.insert(v.end(), {"--cut-after-us", std::to_string(at.count()), "--loss",
+            v.insert(v.end(), {"--cut-after-us", std::to_string(p.at.count()), "--loss",
                                std::to_string(losses[i % 3])});
             const child_result run = spawn(v, std::nullopt, deadline);
-            if (run.timed_out) ++t.hangs;
+            std::lock_guard<std::mutex> lock(tally_mutex);
+            t.hangs += run.timed_out;
             t.reverted_blocks += run.reverted;
             judge(t, run, run, states, what);
           }
           fs::remove_all(dir);
-        }
+        };
+        auto worker = [&] {
+          for (std::uint64_t i; (i = next.fetch_add(1)) < trials;) {
+            try {
+              trial(i);
+            } catch (...) {
+              std::lock_guard<std::mutex> lock(tally_mutex);
+              if (!failure) failure = std::current_exception();
+              next = trials;
+            }
+          }
+        };
+        std::vector<std::thread> pool;
+        for (std::uint64_t j = 1; j < jobs; ++j) pool.emplace_back(worker);
+        worker();
+        for (auto& th : pool) th.join();
+        if (failure) std::rethrow_exception(failure);
         std::cout << wname << " " << mode << ": " << t.trials << " trials, " << t.bad
                   << " bad (lost commits " << t.lost << ", inconsistent " << t.inconsistent
                   << ", hangs " << t.hangs << "); recovered the commit in flight " << t.newer
                   << " times";
         if (mode == "kill") std::cout << "; first recovery killed " << t.recover_killed << " times";
         if (mode == "powercut") std::cout << "; blocks reverted " << t.reverted_blocks;
+        std::cout << "; the crash came after the last commit " << t.finished_before << " times";
         std::cout << "\n";
       }
     }
@@ -457,6 +508,7 @@ int main(int argc, char** argv) {
           p.push_back({"first_recovery_killed", t.recover_killed});
         else
           p.push_back({"blocks_reverted", t.reverted_blocks});
+        p.push_back({"crash_after_last_commit", t.finished_before});
         r.params.push_back({wname, bench::json::value(std::move(p))});
       }
       r.params.push_back({"states_per_run", states});
