@@ -7,7 +7,7 @@
 # form under compute-sanitizer memcheck, racecheck and synccheck, then in full:
 # the fault kinds and hostile inputs read by kernels, the cache-pressure runs
 # (every slot pinned, hot spot, Zipf, 1 M threads), the 100 GB read soak and
-# the mixed read/write soak (soak.readwrite.gpu: 8 K writer warps, 2 GiB
+# the mixed read/write soak (soak.readwrite.gpu: 4 K writer warps, 2 GiB
 # through a 32 MiB cache, both controllers, 4 KiB and 64 KiB lines, the file
 # compared with the host's model byte for byte after each part).
 # Results merge into bench/results/reliability.json (entries of the GPU carry

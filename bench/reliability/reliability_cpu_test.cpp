@@ -69,17 +69,26 @@ TEST(HostileInputs, EveryCaseRefusedWithAPreciseError) {
 }
 
 // The permission cases are tried for real: as root in a child that drops
-// to uid 65534, otherwise in the process itself.
-TEST(HostileInputs, PermissionCasesAreTriedNotSkipped) {
+// to uid 65534, otherwise in the process itself. Where root cannot drop its
+// privileges (a container without CAP_SETUID) they are "not tried", never
+// passed.
+TEST(HostileInputs, PermissionCasesAreTriedOrSaySoNeverPassedUntried) {
   const auto cases = run_hostile(scratch_dir(), read_on_threads, write_on_threads, false);
   int seen = 0;
+  std::string untried;
   for (const auto& c : cases)
     if (c.name.find("permission") != std::string::npos) {
       ++seen;
-      EXPECT_FALSE(c.skipped) << c.name << ": " << c.message;
-      EXPECT_TRUE(c.refused_cleanly) << c.name << ": " << c.message;
+      if (c.skipped) {
+        EXPECT_FALSE(c.refused_cleanly) << c.name;
+        EXPECT_EQ(c.message.rfind("not tried", 0), 0u) << c.name << ": " << c.message;
+        untried += c.name + ": " + c.message + "; ";
+      } else {
+        EXPECT_TRUE(c.refused_cleanly) << c.name << ": " << c.message;
+      }
     }
   EXPECT_EQ(seen, 2);
+  if (!untried.empty()) GTEST_SKIP() << untried;
 }
 
 // A short read/write soak: every read checked against the model while it

@@ -453,8 +453,8 @@ int main(int argc, char** argv) {
           .option("soak-file", "BYTES", "8G", "file the soak reads")
           .option("soak-cache", "BYTES", "128M", "cache of the soak (under 1/32 of the file)")
           .option("pressure-threads", "N", "1M", "threads of the pressure runs (0: none)");
-      // 2 GiB through 32 MiB (1/64); 8 K warps (256 K threads) write.
-      declare_rw_options(c, "2G", "32M", "8K", "64", "6");
+      // 2 GiB through 32 MiB (1/64); 4 K warps (128 K threads) write.
+      declare_rw_options(c, "2G", "32M", "4K", "32", "6");
     };
     return run_study(argc, argv, t);
   } catch (const std::exception& e) {
