@@ -16,7 +16,8 @@
 
 namespace warpstore::reliability {
 
-inline void read_on_threads(const array<std::uint64_t>& a, const std::vector<std::uint64_t>& indices,
+inline void read_on_threads(const array<std::uint64_t>& a,
+                            const std::vector<std::uint64_t>& indices,
                             std::vector<std::uint64_t>& out) {
   const auto ref = a.ref();
   const unsigned lanes = 8;
@@ -30,7 +31,8 @@ inline void read_on_threads(const array<std::uint64_t>& a, const std::vector<std
 
 // Stores on 4 threads, or (span) one write_span of every value from
 // indices[0] on.
-inline void write_on_threads(const array<std::uint64_t>& a, const std::vector<std::uint64_t>& indices,
+inline void write_on_threads(const array<std::uint64_t>& a,
+                             const std::vector<std::uint64_t>& indices,
                              const std::vector<std::uint64_t>& values, bool span) {
   const auto ref = a.ref();
   if (span) {
@@ -77,7 +79,8 @@ inline rw_launcher cpu_rw_launcher() {
   rw_launcher l;
   l.lanes = 1;
   l.round = [](const rw_round& r, double bound_s) {
-    run_bounded(r.writers, bound_s, "read/write soak round", [&](std::uint64_t w) { rw_writer(r, w); });
+    run_bounded(r.writers, bound_s, "read/write soak round",
+                [&](std::uint64_t w) { rw_writer(r, w); });
   };
   l.device_flush = [](const array_ref<std::uint64_t>& a, double bound_s) {
     bool ok = false;

@@ -51,7 +51,8 @@ std::uint64_t compare_file(const std::string& path, const std::vector<std::uint6
   const auto* want = reinterpret_cast<const unsigned char*>(model.data());
   std::uint64_t wrong = on_disk > bytes ? on_disk - bytes : 0, off = 0;
   while (off < bytes) {
-    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), bytes - off));
+    const std::size_t n =
+        static_cast<std::size_t>(std::min<std::uint64_t>(buf.size(), bytes - off));
     ssize_t got = ::pread(fd, buf.data(), n, static_cast<off_t>(off));
     if (got <= 0) break;
     // Words first; bytes only where a word differs.
@@ -67,7 +68,8 @@ std::uint64_t compare_file(const std::string& path, const std::vector<std::uint6
 
 // Elements where the writers' own model (device memory) differs from the
 // host's replay: both must have seen the same writes.
-std::uint64_t compare_models(const std::uint64_t* device_model, const std::vector<std::uint64_t>& host) {
+std::uint64_t compare_models(const std::uint64_t* device_model,
+                             const std::vector<std::uint64_t>& host) {
   std::vector<std::uint64_t> part(std::min<std::size_t>(host.size(), 8u << 20));
   std::uint64_t differ = 0;
   for (std::size_t at = 0; at < host.size(); at += part.size()) {
@@ -111,7 +113,8 @@ bench::result run_soak_readwrite(const rw_setup& s, const std::vector<rw_part>& 
   bench::json::array runs;
   for (std::size_t p = 0; p < parts.size(); ++p) {
     const rw_part& pt = parts[p];
-    const std::uint32_t chunk_elems = std::max(pt.chunk_bytes / 8 / launch.lanes, 1u) * launch.lanes;
+    const std::uint32_t chunk_elems =
+        std::max(pt.chunk_bytes / 8 / launch.lanes, 1u) * launch.lanes;
     if (elements / chunk_elems < groups)
       throw std::invalid_argument("soak.readwrite: " + std::to_string(elements / chunk_elems) +
                                   " chunks of " + std::to_string(chunk_elems * 8) +
@@ -196,14 +199,15 @@ bench::result run_soak_readwrite(const rw_setup& s, const std::vector<rw_part>& 
     failed_device_flushes += part_counts[rw_failed_flushes];
     if (first_error.empty()) first_error = part_error;
     seconds_all += secs;
-    std::printf("soak.readwrite %-6s line %6u chunk %6u: %llu stores, %llu span writes, %llu reads, "
-                "%llu span reads; %.1f MB checked while running (%llu wrong bytes), file %llu wrong "
-                "bytes, %llu failed ops, %llu errors  %.2f s %s\n",
-                to_string(pt.kind), pt.line_size, chunk_elems * 8, part_counts[rw_stores],
-                part_counts[rw_span_writes], part_counts[rw_reads], part_counts[rw_span_reads],
-                part_counts[rw_checked_bytes] * 1e-6, part_counts[rw_wrong_bytes],
-                static_cast<unsigned long long>(part_wrong_file), part_counts[rw_failed_ops],
-                static_cast<unsigned long long>(part_errors), secs, part_error.c_str());
+    std::printf(
+        "soak.readwrite %-6s line %6u chunk %6u: %llu stores, %llu span writes, %llu reads, "
+        "%llu span reads; %.1f MB checked while running (%llu wrong bytes), file %llu wrong "
+        "bytes, %llu failed ops, %llu errors  %.2f s %s\n",
+        to_string(pt.kind), pt.line_size, chunk_elems * 8, part_counts[rw_stores],
+        part_counts[rw_span_writes], part_counts[rw_reads], part_counts[rw_span_reads],
+        part_counts[rw_checked_bytes] * 1e-6, part_counts[rw_wrong_bytes],
+        static_cast<unsigned long long>(part_wrong_file), part_counts[rw_failed_ops],
+        static_cast<unsigned long long>(part_errors), secs, part_error.c_str());
     std::fflush(stdout);
     runs.push_back(object_builder()
                        .add("controller", to_string(pt.kind))
@@ -233,8 +237,8 @@ bench::result run_soak_readwrite(const rw_setup& s, const std::vector<rw_part>& 
                  .add("target", s.target)
                  .add("file_bytes", s.file_bytes)
                  .add("cache_bytes", s.cache_bytes)
-                 .add("cache_fraction", static_cast<double>(s.cache_bytes) /
-                                            static_cast<double>(s.file_bytes))
+                 .add("cache_fraction",
+                      static_cast<double>(s.cache_bytes) / static_cast<double>(s.file_bytes))
                  .add("writers", s.writers)
                  .add("lanes_per_writer", launch.lanes)
                  .add("frozen_groups", groups - s.writers)

@@ -46,15 +46,15 @@ struct rw_round {
   std::uint64_t* scratch;        // span_max words per writer: span buffers
   unsigned long long* counters;  // rw_counters words
   std::uint64_t seed;
-  std::uint64_t round;           // counts on across the runs of one soak: ownership rotates
-  std::uint64_t writers;         // W: warps (GPU) or threads (CPU)
-  std::uint64_t groups;          // W plus the frozen groups
-  std::uint64_t chunks;          // elements / chunk_elems; at least `groups`
-  std::uint32_t chunk_elems;     // a multiple of `lanes`
-  std::uint32_t span_max;        // longest span, elements (a multiple of `lanes`)
-  std::uint32_t lanes;           // lanes per writer: 32 on the GPU, 1 on the CPU target
-  std::uint32_t ops;             // ops per writer
-  std::uint32_t flush_at;        // writer 0 calls the device flush() before this op (ops: never)
+  std::uint64_t round;        // counts on across the runs of one soak: ownership rotates
+  std::uint64_t writers;      // W: warps (GPU) or threads (CPU)
+  std::uint64_t groups;       // W plus the frozen groups
+  std::uint64_t chunks;       // elements / chunk_elems; at least `groups`
+  std::uint32_t chunk_elems;  // a multiple of `lanes`
+  std::uint32_t span_max;     // longest span, elements (a multiple of `lanes`)
+  std::uint32_t lanes;        // lanes per writer: 32 on the GPU, 1 on the CPU target
+  std::uint32_t ops;          // ops per writer
+  std::uint32_t flush_at;     // writer 0 calls the device flush() before this op (ops: never)
 };
 
 enum class rw_kind : unsigned { store, write_span, read, read_span };
@@ -99,8 +99,8 @@ WARPSTORE_HD inline rw_op rw_plan(const rw_round& r, std::uint64_t writer, std::
   op.h = rw_hash(r.seed, r.round, writer, k);
   const unsigned roll = static_cast<unsigned>(op.h % 20);
   // 30 % stores, 15 % span writes, 35 % reads, 20 % span reads.
-  op.kind = roll < 6 ? rw_kind::store
-            : roll < 9 ? rw_kind::write_span
+  op.kind = roll < 6    ? rw_kind::store
+            : roll < 9  ? rw_kind::write_span
             : roll < 16 ? rw_kind::read
                         : rw_kind::read_span;
   const bool is_read = op.kind == rw_kind::read || op.kind == rw_kind::read_span;
@@ -108,8 +108,8 @@ WARPSTORE_HD inline rw_op rw_plan(const rw_round& r, std::uint64_t writer, std::
   const bool frozen = is_read && ((op.h >> 8) & 1) != 0 && r.groups > r.writers;
   const std::uint64_t g = frozen ? r.writers + (op.h >> 16) % (r.groups - r.writers) : writer;
   op.chunk = rw_chunk_of_group(r, g, op.h >> 24);
-  const std::uint32_t units = r.chunk_elems / r.lanes;          // lane-aligned starts in a chunk
-  const std::uint32_t units_max = r.span_max / r.lanes;         // longest span in lane units
+  const std::uint32_t units = r.chunk_elems / r.lanes;   // lane-aligned starts in a chunk
+  const std::uint32_t units_max = r.span_max / r.lanes;  // longest span in lane units
   std::uint32_t u0, nu;
   if (((op.h >> 60) & 1) != 0) {
     // From the chunk's start, as long as allowed: with chunks of whole
@@ -202,7 +202,8 @@ WARPSTORE_HD inline void rw_writer(const rw_round& r, std::uint64_t writer) {
       case rw_kind::read_span: {
         const bool ok = r.a.read_span(op.first, op.n, scratch);
         detail::warp::sync(mask);
-        for (std::uint32_t j = lane; j < op.n; j += r.lanes) check(scratch[j], r.model[op.first + j]);
+        for (std::uint32_t j = lane; j < op.n; j += r.lanes)
+          check(scratch[j], r.model[op.first + j]);
         c[rw_span_reads] += lane == 0;
         c[rw_failed_ops] += lane == 0 && !ok;
         detail::warp::sync(mask);

@@ -34,18 +34,18 @@ struct rw_part {
 };
 
 struct rw_setup {
-  std::string path;              // a tools::pattern_file of file_bytes, rewritten by the soak
+  std::string path;  // a tools::pattern_file of file_bytes, rewritten by the soak
   std::uint64_t file_bytes = 0;
-  std::size_t cache_bytes = 0;   // under 1/32 of the file
+  std::size_t cache_bytes = 0;  // under 1/32 of the file
   std::uint32_t ways = 4;
   std::uint64_t writers = 8;
-  std::uint32_t ops = 1000;      // ops per writer per round
-  std::uint32_t rounds = 8;      // rounds per part
-  std::uint32_t span_max = 8192; // longest span, elements
+  std::uint32_t ops = 1000;       // ops per writer per round
+  std::uint32_t rounds = 8;       // rounds per part
+  std::uint32_t span_max = 8192;  // longest span, elements
   std::uint32_t service_threads = 2;
   std::uint64_t timeout_ns = 10'000'000'000ull;
   std::uint64_t seed = 1;
-  std::string target;            // "cpu" | "gpu": the entry is soak.readwrite[.gpu]
+  std::string target;  // "cpu" | "gpu": the entry is soak.readwrite[.gpu]
 };
 
 // The default parts: both controllers, 4 KiB and 64 KiB lines, chunks

@@ -54,8 +54,8 @@ constexpr auto completion_limit = std::chrono::seconds(10);
 const std::string& pattern_path() {
   static const std::string path = [] {
     const char* dir = std::getenv("TMPDIR");
-    std::string p = std::string(dir ? dir : "/tmp") + "/warpstore-fuzz-" +
-                    std::to_string(::getpid()) + ".bin";
+    std::string p =
+        std::string(dir ? dir : "/tmp") + "/warpstore-fuzz-" + std::to_string(::getpid()) + ".bin";
     tools::write_pattern_file(p, file_bytes, 0, 1, {}, false);
     std::atexit([] { ::unlink(pattern_path().c_str()); });
     return p;
@@ -236,7 +236,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       case 1:
       case 2: {  // an entry from the generator
         if (s.full()) s.ring(s.tail(), false);
-        nvme::command c = test::fuzz_entry([&] { return in.word(); }, s.qp(), s.tail(), s.capacity());
+        nvme::command c =
+            test::fuzz_entry([&] { return in.word(); }, s.qp(), s.tail(), s.capacity());
         if ((op & 0x80) == 0) c.cid = static_cast<std::uint16_t>(s.tail());
         s.write(c);
         break;
@@ -261,7 +262,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
           s.ring_bad(v);
         break;
       }
-      default:  // a bad CQ head while completions are due
+      default:             // a bad CQ head while completions are due
         if (!s.pending())  // one good FLUSH, to have a completion due
           s.write(nvme::make_flush(static_cast<std::uint16_t>(s.tail()), 1));
         s.ring(s.tail(), true);
