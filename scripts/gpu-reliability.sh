@@ -6,10 +6,13 @@
 # Builds warpstore-reliability-gpu (Release, sm_90), runs it in a reduced
 # form under compute-sanitizer memcheck, racecheck and synccheck, then in full:
 # the fault kinds and hostile inputs read by kernels, the cache-pressure runs
-# (every slot pinned, hot spot, Zipf, 1 M threads) and the 100 GB read soak.
+# (every slot pinned, hot spot, Zipf, 1 M threads), the 100 GB read soak and
+# the mixed read/write soak (soak.readwrite.gpu: 4 K writer warps, 2 GiB
+# through a 32 MiB cache, both controllers, 4 KiB and 64 KiB lines, the file
+# compared with the host's model byte for byte after each part).
 # Results merge into bench/results/reliability.json (entries of the GPU carry
 # ".gpu" where the CPU study has the same name); logs and a copy of the
-# results go to $OUT. About 3 minutes; every step has its own time limit.
+# results go to $OUT. About 5 minutes; every step has its own time limit.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${OUT:-$root/gpu-reliability-out}
@@ -36,12 +39,12 @@ fi
 # compute-sanitizer on a small run: one fault kind, a small soak, few threads.
 small=(--no-json --no-hostile --kinds io_error,stall --reads 2K --file-size 2M --cache 64K
        --timeout-ms 2000 --soak-bytes 16M --soak-file 128M --soak-cache 4M --pressure-threads 0
-       --dir /tmp)
+       --rw-file 16M --rw-cache 256K --rw-writers 32 --rw-ops 16 --rw-rounds 1 --dir /tmp)
 clean=()
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for tool in memcheck racecheck synccheck; do
   echo "== compute-sanitizer $tool ($(elapsed))" >&2
-  if timeout 20 "$sanitizer" --tool "$tool" --error-exitcode 9 "$bin" "${small[@]}" \
+  if timeout 45 "$sanitizer" --tool "$tool" --error-exitcode 9 "$bin" "${small[@]}" \
        >"$out/sanitizer-$tool.log" 2>&1; then
     clean+=("compute-sanitizer-$tool")
   else
@@ -51,8 +54,8 @@ for tool in memcheck racecheck synccheck; do
 done
 runs=$(IFS=,; echo "${clean[*]:-}")
 
-echo "== study: faults, hostile inputs, cache pressure, 100 GB soak ($(elapsed))" >&2
-if ! timeout 170 "$bin" --json "$json" --dir /tmp --timeout-ms 2000 --sanitizer-runs "$runs" \
+echo "== study: faults, hostile inputs, cache pressure, 100 GB soak, read/write soak ($(elapsed))" >&2
+if ! timeout 420 "$bin" --json "$json" --dir /tmp --timeout-ms 2000 --sanitizer-runs "$runs" \
      >"$out/study.log" 2>&1; then
   status=1
   echo "gpu-reliability: study reported a problem (exit code above; see study.log)" >&2

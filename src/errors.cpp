@@ -54,6 +54,13 @@ std::string message(const error_record& r, const std::string& where) {
            std::to_string(r.lba) + ": " + describe(nvme::status{r.status});
       break;
     default:
+      if (nvme::status{r.status}.type() == nvme::status_type::generic &&
+          nvme::status{r.status}.code() == nvme::sc::namespace_write_protected) {
+        // array_ref::store / write_span on an array over a read-only open.
+        m += "write to element " + std::to_string(r.index) +
+             " refused: " + describe(nvme::status{r.status});
+        break;
+      }
       m += "I/O error reading element " + std::to_string(r.index) + " at LBA " +
            std::to_string(r.lba) + " (byte " + std::to_string(r.lba * nvme::block_size) +
            "): " + describe(nvme::status{r.status});

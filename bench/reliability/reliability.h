@@ -22,6 +22,13 @@ using reader = std::function<void(const array<std::uint64_t>& a,
                                   const std::vector<std::uint64_t>& indices,
                                   std::vector<std::uint64_t>& out)>;
 
+// Stores values[k] at element indices[k] (store(), several lanes), or with
+// `span` writes every value from element indices[0] on in one write_span;
+// must not wait forever.
+using writer = std::function<void(const array<std::uint64_t>& a,
+                                  const std::vector<std::uint64_t>& indices,
+                                  const std::vector<std::uint64_t>& values, bool span)>;
+
 struct fault_setup {
   std::string path;          // a tools::pattern file
   options opts;              // host controller options (timeout_ns bounds every wait)
@@ -58,8 +65,15 @@ struct hostile_case {
 
 // The hostile inputs of the host API and of the device index checks, over
 // files in `dir`; `gpu` adds the cases only a GPU has (cache larger than
-// free GPU memory).
-std::vector<hostile_case> run_hostile(const std::string& dir, const reader& read, bool gpu);
+// free GPU memory). Permission cases run in a child that drops root to
+// uid 65534 where needed (skipped, never passed, where that fails).
+std::vector<hostile_case> run_hostile(const std::string& dir, const reader& read,
+                                      const writer& write, bool gpu);
+
+// Cases tried elsewhere (scripts/python_hostile.py: dtype and shape from
+// Python), one per line: "refused<TAB>name<TAB>message", "NOT<TAB>..." or
+// "skipped<TAB>...". A missing file gives one skipped case.
+std::vector<hostile_case> read_hostile_cases(const std::string& path, const std::string& what);
 
 // Results entries in the RESULTS.md format.
 bench::result fault_result(const fault_outcome& o, const std::string& target);
@@ -83,8 +97,10 @@ struct target {
   std::string name;   // "cpu" | "gpu"
   std::string device; // for the results header
   reader read;
+  writer write;
   bool gpu = false;
-  // Extra entries (the GPU's soak and cache-pressure runs), given the args.
+  // Extra entries (the read/write soak; the GPU's read soak and
+  // cache-pressure runs), given the args.
   std::function<std::vector<bench::result>(const bench::parsed_args&)> extra;
   // Declares the options `extra` reads.
   std::function<void(bench::command_spec&)> extra_options;

@@ -14,6 +14,7 @@
 #include "bench/common/gpu.cuh"
 #include "bench/common/zipf.h"
 #include "bench/reliability/reliability.h"
+#include "bench/reliability/soak_rw.h"
 #include "tools/pattern.cuh"
 #include "tools/pattern_file.h"
 
@@ -76,6 +77,63 @@ void read_on_gpu(const array<std::uint64_t>& a, const std::vector<std::uint64_t>
   WARPSTORE_CHECK_LAUNCH();
   must_finish(600, "gather kernel");
   WARPSTORE_CUDA_TRY(cudaMemcpy(out.data(), got.p, n * 8, cudaMemcpyDeviceToHost));
+}
+
+__global__ void scatter_kernel(array_ref<std::uint64_t> a, const std::uint64_t* idx,
+                               const std::uint64_t* values, std::uint64_t n) {
+  const std::uint64_t t = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  if (t < n) a.store(idx[t], values[t]);
+}
+
+__global__ void span_kernel(array_ref<std::uint64_t> a, std::uint64_t first,
+                            const std::uint64_t* values, std::uint64_t n) {
+  a.write_span(first, n, values);  // one warp
+}
+
+void write_on_gpu(const array<std::uint64_t>& a, const std::vector<std::uint64_t>& indices,
+                  const std::vector<std::uint64_t>& values, bool span) {
+  const std::size_t n = values.size();
+  device_buffer<std::uint64_t> idx(indices.size()), v(n);
+  WARPSTORE_CUDA_TRY(cudaMemcpy(idx.p, indices.data(), indices.size() * 8, cudaMemcpyHostToDevice));
+  WARPSTORE_CUDA_TRY(cudaMemcpy(v.p, values.data(), n * 8, cudaMemcpyHostToDevice));
+  if (span)
+    span_kernel<<<1, 32>>>(a.ref(), indices.at(0), v.p, n);
+  else
+    scatter_kernel<<<static_cast<unsigned>((n + 255) / 256), 256>>>(a.ref(), idx.p, v.p, n);
+  WARPSTORE_CHECK_LAUNCH();
+  must_finish(600, span ? "span write kernel" : "scatter kernel");
+}
+
+// The read/write soak's writers: one per warp.
+__global__ void rw_kernel(rw_round r) {
+  const std::uint64_t warp = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32;
+  if (warp < r.writers) rw_writer(r, warp);
+}
+
+__global__ void rw_flush_kernel(array_ref<std::uint64_t> a, int* ok) {
+  const bool done = a.flush();
+  if (threadIdx.x == 0) *ok = done ? 1 : 0;
+}
+
+rw_launcher gpu_rw_launcher() {
+  rw_launcher l;
+  l.lanes = 32;
+  l.round = [](const rw_round& r, double bound_s) {
+    const std::uint64_t threads = r.writers * 32;
+    rw_kernel<<<static_cast<unsigned>((threads + 255) / 256), 256>>>(r);
+    WARPSTORE_CHECK_LAUNCH();
+    must_finish(bound_s, "read/write soak kernel");
+  };
+  l.device_flush = [](const array_ref<std::uint64_t>& a, double bound_s) {
+    device_buffer<int> ok(1);
+    rw_flush_kernel<<<1, 32>>>(a, ok.p);
+    WARPSTORE_CHECK_LAUNCH();
+    must_finish(bound_s, "device flush kernel");
+    int v = 0;
+    WARPSTORE_CUDA_TRY(cudaMemcpy(&v, ok.p, sizeof v, cudaMemcpyDeviceToHost));
+    return v == 1;
+  };
+  return l;
 }
 
 __device__ std::uint64_t mix(std::uint64_t x) {
@@ -366,6 +424,14 @@ std::vector<bench::result> gpu_parts(const bench::parsed_args& args) {
                        writers);
     out.push_back(soak(args, path.name));
   }
+  rw_setup s = rw_setup_from(args, "gpu");
+  if (s.file_bytes > 0) {
+    s.ways = 16;
+    s.service_threads = 8;
+    s.span_max = 8192;
+    const scratch path(s.path, s.file_bytes, writers);
+    out.push_back(run_soak_readwrite(s, default_rw_parts(), gpu_rw_launcher()));
+  }
   return out;
 }
 
@@ -379,6 +445,7 @@ int main(int argc, char** argv) {
     t.name = "gpu";
     t.device = warpstore::runtime::device_name();
     t.read = read_on_gpu;
+    t.write = write_on_gpu;
     t.gpu = true;
     t.extra = gpu_parts;
     t.extra_options = [](warpstore::bench::command_spec& c) {
@@ -386,6 +453,8 @@ int main(int argc, char** argv) {
           .option("soak-file", "BYTES", "8G", "file the soak reads")
           .option("soak-cache", "BYTES", "128M", "cache of the soak (under 1/32 of the file)")
           .option("pressure-threads", "N", "1M", "threads of the pressure runs (0: none)");
+      // 2 GiB through 32 MiB (1/64); 4 K warps (128 K threads) write.
+      declare_rw_options(c, "2G", "32M", "4K", "32", "6");
     };
     return run_study(argc, argv, t);
   } catch (const std::exception& e) {

@@ -28,6 +28,13 @@ bench::arg_parser make_parser(const target& t) {
       .option("chaos-seeds", "N", "0", "seeds of the perturbed-atomics protocol test that passed")
       .option("sanitizer-runs", "LIST", "", "sanitizer runs that came back clean")
       .option("fuzz-inputs", "N", "0", "random submission entries the fuzz loop fed")
+      .option("fuzz-execs", "N", "0", "inputs the libFuzzer target ran (0: not run)")
+      .option("fuzz-failures", "N", "0", "inputs the libFuzzer target failed on (crash, leak, "
+              "hang, wrong completion)")
+      .option("fuzz-seconds", "S", "0", "how long the libFuzzer target ran")
+      .option("fuzz-corpus", "N", "0", "inputs in the libFuzzer corpus at the end")
+      .option("python-cases", "PATH", "", "hostile inputs tried from Python "
+              "(scripts/python_hostile.py output)")
       .flag("no-hostile", "skip the hostile inputs")
       .flag("no-json", "print only");
   if (t.extra_options) t.extra_options(c);
@@ -76,12 +83,29 @@ void protocol_entries(const bench::parsed_args& args, std::vector<bench::result>
                               "runs", object_builder().add("runs", std::move(runs)).done()));
   }
   if (args.count("fuzz-inputs") > 0)
-    out.push_back(count_entry("fuzz.submissions", static_cast<double>(args.count("fuzz-inputs")),
+    out.push_back(count_entry("fuzz.random_entries", static_cast<double>(args.count("fuzz-inputs")),
                               "commands",
                               object_builder()
-                                  .add("how", "random submission entries fed to the host "
-                                              "controller; every one completed, none crashed")
+                                  .add("how", "a deterministic loop of random submission entries "
+                                              "fed to the host controller; every one completed, "
+                                              "good reads delivered the file's bytes")
                                   .done()));
+  if (args.count("fuzz-execs") > 0) {
+    bench::result r = count_entry(
+        "fuzz.submissions", static_cast<double>(args.count("fuzz-execs")), "executions",
+        object_builder()
+            .add("how", "libFuzzer (clang -fsanitize=fuzzer,address,undefined, "
+                        "tests/fuzz/submission_fuzzer.cpp): arbitrary submission entries and "
+                        "doorbell values fed to a fresh host controller per input; every "
+                        "command rung gets exactly one completion, success exactly for valid "
+                        "ones, good reads deliver the file's bytes, bad doorbells are reported")
+            .add("failures", args.count("fuzz-failures"))
+            .add("seconds", args.real("fuzz-seconds"))
+            .add("corpus", args.count("fuzz-corpus"))
+            .done());
+    r.mismatches = args.count("fuzz-failures");
+    out.push_back(std::move(r));
+  }
 }
 
 bool healthy(const bench::result& r) {
@@ -92,6 +116,10 @@ bool healthy(const bench::result& r) {
     const auto* d = params.find("detected");
     const auto* re = params.find("reopened");
     return d && d->as_integer() == static_cast<std::int64_t>(r.value) && re && re->as_bool();
+  }
+  if (r.name.rfind("soak.readwrite", 0) == 0) {
+    for (const char* key : {"errors", "failed_ops", "failed_device_flushes", "model_disagreements"})
+      if (const auto* v = params.find(key); !v || v->as_integer() != 0) return false;
   }
   return true;
 }
@@ -129,7 +157,13 @@ int run_study(int argc, char** argv, const target& t) {
   std::filesystem::remove(path);
 
   if (!args.flag("no-hostile")) {
-    const auto cases = run_hostile(dir, t.read, t.gpu);
+    auto cases = run_hostile(dir, t.read, t.write, t.gpu);
+    if (!t.gpu) {
+      // dtype and shape from Python: tried by scripts/python_hostile.py
+      // where the package is installed (the CPU machine; CI).
+      auto py = read_hostile_cases(args.str("python-cases"), "dtype/shape mismatch from Python");
+      cases.insert(cases.end(), py.begin(), py.end());
+    }
     for (const auto& c : cases)
       std::printf("hostile %-55s %s  %s\n", c.name.c_str(),
                   c.skipped ? "skipped" : (c.refused_cleanly ? "refused" : "NOT REFUSED"),

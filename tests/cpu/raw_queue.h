@@ -22,9 +22,17 @@ class raw_queue {
     qp_.sq[sq_tail_] = c;
     sq_tail_ = (sq_tail_ + 1) % qp_.depth;
   }
-  void ring_sq() {
+  void ring_sq() { ring_sq_value(sq_tail_); }
+  // Entries and doorbell values exactly as given (the fuzzer's): an entry
+  // written into any slot, cid untouched; any value in either doorbell.
+  void write_entry(std::uint32_t slot, const nvme::command& c) { qp_.sq[slot] = c; }
+  void ring_sq_value(std::uint32_t v) {
     detail::system_atomic<std::uint32_t>(*qp_.sq_tail_doorbell)
-        .store(sq_tail_, detail::memory_order_release);
+        .store(v, detail::memory_order_release);
+  }
+  void ring_cq_value(std::uint32_t v) {
+    detail::system_atomic<std::uint32_t>(*qp_.cq_head_doorbell)
+        .store(v, detail::memory_order_release);
   }
   void retire(std::uint32_t n) {
     cq_head_ = (cq_head_ + n) % qp_.depth;
@@ -40,8 +48,9 @@ class raw_queue {
   // Waits (bounded) until CQ entry `index` carries `phase`.
   // Bounded, but generous: under sanitizers on a loaded 2-core CI machine a
   // service thread can be starved for seconds; a lost completion still fails.
-  bool wait_phase(std::uint32_t index, bool phase) const {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  bool wait_phase(std::uint32_t index, bool phase,
+                  std::chrono::milliseconds limit = std::chrono::seconds(30)) const {
+    const auto end = std::chrono::steady_clock::now() + limit;
     while (std::chrono::steady_clock::now() < end) {
       if (nvme::dw3_phase(dw3(index)) == phase) return true;
       std::this_thread::yield();

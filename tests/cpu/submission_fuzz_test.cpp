@@ -18,6 +18,7 @@
 
 #include "controller/host_controller.h"
 #include "raw_queue.h"
+#include "submission_fuzz.h"
 #include "test_files.h"
 #include "tools/pattern_file.h"
 
@@ -28,41 +29,6 @@ namespace {
 double fuzz_seconds() {
   const char* v = std::getenv("WARPSTORE_FUZZ_SECONDS");
   return v && *v ? std::stod(v) : 10.0;
-}
-
-// One entry: a third random bytes, a third a random opcode on namespace 1, a
-// third a READ into its own staging slot with a random (often bad) range.
-nvme::command random_entry(std::mt19937_64& rng, const queue_pair_ref& qp, std::uint32_t slot,
-                           std::uint64_t capacity) {
-  nvme::command c{};
-  auto* words = reinterpret_cast<std::uint64_t*>(&c);
-  switch (rng() % 3) {
-    case 0:
-      for (unsigned i = 0; i < sizeof c / 8; ++i) words[i] = rng();
-      break;
-    case 1:
-      for (unsigned i = 0; i < sizeof c / 8; ++i) words[i] = rng();
-      c.opc = static_cast<std::uint8_t>(rng() % 4);  // flush, write, read, 3
-      c.nsid = 1;
-      c.flags = rng() % 8 == 0 ? 1 : 0;
-      break;
-    default: {
-      const std::uint64_t slba = rng() % (capacity + 16);
-      const std::uint32_t blocks = 1 + static_cast<std::uint32_t>(rng() % 10);  // 9, 10: > slot
-      c = nvme::make_rw(nvme::opcode::read, 0, 1, slba, blocks,
-                        reinterpret_cast<std::uint64_t>(qp.staging_of(slot)));
-    }
-  }
-  return c;
-}
-
-// A READ any controller must serve: namespace 1, in range, fits the slot,
-// data pointer at its own staging slot.
-bool good_read(const nvme::command& c, const queue_pair_ref& qp, std::uint64_t capacity) {
-  return c.opc == static_cast<std::uint8_t>(nvme::opcode::read) && c.nsid == 1 && c.flags == 0 &&
-         c.prp1 == reinterpret_cast<std::uint64_t>(qp.staging_of(c.cid)) &&
-         c.slba() < capacity && c.nlb() <= capacity - c.slba() &&
-         c.nlb() * nvme::block_size <= qp.slot_bytes;
 }
 
 }  // namespace
@@ -91,7 +57,7 @@ TEST(SubmissionFuzz, ArbitraryEntriesAllCompleteAndGoodReadsDeliver) {
     const std::uint32_t k = 1 + static_cast<std::uint32_t>(rng() % (qp.depth - 1));
     batch.clear();
     for (std::uint32_t i = 0; i < k; ++i) {
-      nvme::command c = random_entry(rng, qp, sq_index, capacity);
+      nvme::command c = test::fuzz_entry([&] { return rng(); }, qp, sq_index, capacity);
       c.cid = static_cast<std::uint16_t>(sq_index);  // what push() writes
       batch.push_back(c);
       q.push(c);
@@ -108,15 +74,9 @@ TEST(SubmissionFuzz, ArbitraryEntriesAllCompleteAndGoodReadsDeliver) {
       const nvme::command* c = nullptr;
       for (const auto& b : batch) c = b.cid == cid ? &b : c;
       ASSERT_NE(c, nullptr) << "completion for cid " << cid << " that was not submitted";
-      if (good_read(*c, qp, capacity)) {
-        ASSERT_TRUE(nvme::dw3_status(w).success()) << "good read refused, LBA " << c->slba();
-        const std::uint64_t off = c->slba() * nvme::block_size;
-        const std::uint64_t n = std::min<std::uint64_t>(c->nlb() * nvme::block_size, file_bytes - off);
-        ASSERT_EQ(tools::count_mismatches(qp.staging_of(cid), off, n), 0u) << "LBA " << c->slba();
-        ++delivered;
-      } else if (c->opc == static_cast<std::uint8_t>(nvme::opcode::read)) {
-        ASSERT_FALSE(nvme::dw3_status(w).success()) << "bad read accepted, LBA " << c->slba();
-      }
+      const std::string bad = test::check_completion(*c, w, qp, capacity, file_bytes, true);
+      ASSERT_TRUE(bad.empty()) << "entry " << fed + i << ": " << bad;
+      delivered += test::good_read(*c, qp, capacity);
       cq_index = (cq_index + 1) % qp.depth;
       if (cq_index == 0) phase = !phase;
     }
