@@ -36,10 +36,11 @@ if ! { timeout 150 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Rele
   exit 1
 fi
 
-# compute-sanitizer on a small run: one fault kind, a small soak, few threads.
+# compute-sanitizer on a small run: two fault kinds, small soaks, few threads
+# (the read/write soak's cache must hold one set of 16 lines of 64 KiB).
 small=(--no-json --no-hostile --kinds io_error,stall --reads 2K --file-size 2M --cache 64K
        --timeout-ms 2000 --soak-bytes 16M --soak-file 128M --soak-cache 4M --pressure-threads 0
-       --rw-file 16M --rw-cache 256K --rw-writers 32 --rw-ops 16 --rw-rounds 1 --dir /tmp)
+       --rw-file 32M --rw-cache 1M --rw-writers 32 --rw-ops 16 --rw-rounds 1 --dir /tmp)
 clean=()
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 for tool in memcheck racecheck synccheck; do
