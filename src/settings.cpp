@@ -78,6 +78,8 @@ options options::from_environment() {
   if (const char* v = env("WARPSTORE_DELIVERY")) o.deliver = parse_delivery(v);
   if (const char* v = env("WARPSTORE_URING_DEPTH"))
     o.uring_depth = static_cast<std::uint32_t>(parse_uint("WARPSTORE_URING_DEPTH", v));
+  if (const char* v = env("WARPSTORE_COMBINE_WRITES"))
+    o.combine_writes = parse_uint("WARPSTORE_COMBINE_WRITES", v) != 0;
   if (const char* v = env("WARPSTORE_TIMEOUT_MS"))
     o.timeout_ns = parse_uint("WARPSTORE_TIMEOUT_MS", v) * 1'000'000ull;
   if (const char* v = env("WARPSTORE_BOUNDS_CHECK"))

@@ -61,6 +61,10 @@ struct controller_stats {
   std::uint64_t errors = 0;
   std::uint64_t bytes = 0;
   std::uint64_t doorbells = 0;  // doorbell reads that found new entries
+  // Host controller, buffered writes through its write thread: WRITE
+  // commands, and the pwritev calls that carried them.
+  std::uint64_t combined_writes = 0;
+  std::uint64_t write_calls = 0;
 };
 
 class controller {

@@ -33,6 +33,10 @@ struct options {
   direct_io direct = direct_io::automatic;
   delivery deliver = delivery::gpu_pull;
   std::uint32_t uring_depth = 128;  // io_uring entries per service thread
+  // Buffered WRITEs of all service threads go to one writer thread that
+  // sorts what is pending and merges neighbours into one pwritev
+  // (WARPSTORE_COMBINE_WRITES = 0 | 1). O_DIRECT writes go through io_uring.
+  bool combine_writes = true;
   // Waits (WARPSTORE_TIMEOUT_MS): any spin longer than this is an error.
   std::uint64_t timeout_ns = 10'000'000'000ull;
   // Device-side index checks (WARPSTORE_BOUNDS_CHECK = 0 | 1).

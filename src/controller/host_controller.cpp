@@ -17,10 +17,14 @@
 #include <liburing.h>
 #include <pthread.h>
 #include <sys/resource.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -85,6 +89,56 @@ std::string errno_text(int err) {
 
 // ---------------------------------------------------------------------------
 // One service thread and the queues it owns.
+// Buffered WRITEs of every service thread, executed by one thread. ext4
+// runs buffered writes to one file one at a time anyway (the inode lock;
+// io_uring hashes them all to one kernel worker), so one thread loses
+// nothing, and sorting what is pending by offset merges neighbours into one
+// pwritev: evicted lines of a streaming kernel are mostly neighbours, and one
+// call per few hundred KiB costs far less than one per line.
+class host_controller::write_combiner {
+ public:
+  struct item {
+    worker* owner;
+    void* context;  // the owner's command
+    std::uint64_t offset;
+    const std::byte* data;
+    std::uint32_t bytes;
+    int result;  // bytes written, or -errno
+  };
+
+  write_combiner(host_controller& owner, int fd) : owner_(owner), fd_(fd) {}
+  void push(const item& it) {
+    bool first;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      pending_.push_back(it);
+      first = pending_.size() == 1;
+    }
+    if (first) wake_.notify_one();
+  }
+  // Thread body: runs until stop() with nothing pending.
+  void run() noexcept;
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+    }
+    wake_.notify_one();
+  }
+
+ private:
+  void execute(std::vector<item>& batch);
+  void write_run(item* first, std::size_t n);
+
+  host_controller& owner_;
+  const int fd_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::vector<item> pending_;
+  bool stopping_ = false;
+  std::vector<iovec> iov_;
+};
+
 class host_controller::worker {
  public:
   worker(host_controller& owner, std::uint32_t id, const std::vector<std::uint32_t>& queue_ids,
@@ -96,6 +150,8 @@ class host_controller::worker {
   // Thread body: never throws; a failure is recorded on the owner.
   void run() noexcept;
   bool registered() const { return registered_buffers_; }
+  // From the write combiner's thread: these WRITEs of ours are done.
+  void writes_done(const write_combiner::item* first, std::size_t n);
 
  private:
   // One fetched command, from the SQE copy until its completion is posted.
@@ -147,6 +203,7 @@ class host_controller::worker {
   bool fetch();
   bool submit();
   bool reap();
+  bool collect_writes();
   bool post();
   void idle(unsigned& idle_rounds, std::uint64_t& idle_since);
   void loop();
@@ -200,6 +257,13 @@ class host_controller::worker {
   std::vector<command_ctx*> upload_batch_;  // WRITEs whose bytes are being copied from the GPU
   bool writable_;
 
+  // Buffered WRITEs handed to the owner's write combiner (null: none).
+  write_combiner* combiner_;
+  std::uint32_t combining_ = 0;  // handed over, result not yet collected
+  std::mutex done_mutex_;
+  std::vector<write_combiner::item> done_, done_local_;
+  std::atomic<bool> done_ready_{false};
+
   // Counted locally, published once per round.
   std::uint64_t n_commands_ = 0, n_errors_ = 0, n_bytes_ = 0, n_doorbells_ = 0;
 };
@@ -216,7 +280,8 @@ host_controller::worker::worker(host_controller& owner, std::uint32_t id,
       direct_alignment_(owner.file_->direct_alignment()),
       gpu_pull_(opts.deliver == delivery::gpu_pull),
       drain_timeout_ns_(std::max<std::uint64_t>(opts.timeout_ns, 1'000'000'000ull)),
-      faults_(owner.faults_.get()) {
+      faults_(owner.faults_.get()),
+      combiner_(owner.combiner_.get()) {
   const std::uint32_t depth = owner.queues_.depth();
   const std::size_t queue_bytes = std::size_t{depth} * slot_bytes_;
   if (!gpu_pull_) {
@@ -309,6 +374,7 @@ void host_controller::worker::loop() {
     bool progress = fetch();
     progress |= submit();
     progress |= reap();
+    progress |= collect_writes();
     progress |= release_held();
     progress |= post();
     flush_counters();
@@ -323,7 +389,7 @@ void host_controller::worker::loop() {
 void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_since) {
   if (idle_rounds == 0) idle_since = steady_ns();
   ++idle_rounds;
-  if (inflight_ > 0) {
+  if (inflight_ > 0 || combining_ > 0) {
     // Reads outstanding: let the kernel wake us when one ends, but only
     // briefly, since the GPU may ring a doorbell meanwhile.
     if (idle_rounds > 64 && can_wait_timeout_) {
@@ -572,6 +638,11 @@ io_uring_sqe* host_controller::worker::next_sqe() {
 }
 
 void host_controller::worker::queue_io(command_ctx& c) {
+  if (combiner_ != nullptr && c.op == nvme::opcode::write) {
+    ++combining_;
+    combiner_->push({this, &c, c.offset + c.done, c.buffer + c.done, c.request_bytes - c.done, 0});
+    return;
+  }
   io_uring_sqe* sqe = next_sqe();
   std::byte* buf = c.buffer + c.done;
   const unsigned len = c.request_bytes - c.done;
@@ -629,6 +700,29 @@ bool host_controller::worker::reap() {
   for (queue_ctx& q : queues_)
     if (q.flush_count > 0) start_flushes(q);
   return any;
+}
+
+void host_controller::worker::writes_done(const write_combiner::item* first, std::size_t n) {
+  {
+    std::lock_guard<std::mutex> lock(done_mutex_);
+    done_.insert(done_.end(), first, first + n);
+  }
+  done_ready_.store(true, std::memory_order_release);
+}
+
+bool host_controller::worker::collect_writes() {
+  if (!done_ready_.load(std::memory_order_acquire)) return false;
+  {
+    std::lock_guard<std::mutex> lock(done_mutex_);
+    done_local_.swap(done_);
+    done_ready_.store(false, std::memory_order_relaxed);
+  }
+  for (const write_combiner::item& it : done_local_) {
+    --combining_;
+    on_result(*static_cast<command_ctx*>(it.context), it.result);
+  }
+  done_local_.clear();
+  return true;
 }
 
 void host_controller::worker::on_result(command_ctx& c, int res) {
@@ -798,7 +892,16 @@ void host_controller::worker::drain() noexcept {
     flush_counters();
     const std::uint64_t end = steady_ns() + drain_timeout_ns_;
     if (unsubmitted_ > 0) io_uring_submit(&ring_);
-    while (inflight_ > 0 && steady_ns() < end) {
+    while ((inflight_ > 0 || combining_ > 0) && steady_ns() < end) {
+      if (combining_ > 0) {
+        std::lock_guard<std::mutex> lock(done_mutex_);
+        combining_ -= static_cast<std::uint32_t>(done_.size());
+        done_.clear();
+      }
+      if (inflight_ == 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+        continue;
+      }
       __kernel_timespec ts{0, 1'000'000};
       io_uring_cqe* cqe = nullptr;
       io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
@@ -808,6 +911,9 @@ void host_controller::worker::drain() noexcept {
         if (cqes[i]->user_data != LIBURING_UDATA_TIMEOUT) --inflight_;
       io_uring_cq_advance(&ring_, n);
     }
+    if (combining_ > 0)
+      owner_.record_failure("host controller service thread " + std::to_string(id_) + ": " +
+                            std::to_string(combining_) + " writes still in flight at shutdown");
     if (inflight_ > 0) {
       owner_.record_failure("host controller service thread " + std::to_string(id_) + ": " +
                             std::to_string(inflight_) + " reads still in flight at shutdown");
@@ -820,6 +926,104 @@ void host_controller::worker::drain() noexcept {
 }
 
 // ---------------------------------------------------------------------------
+
+void host_controller::write_combiner::run() noexcept {
+  std::vector<item> batch;
+  try {
+    for (;;) {
+      {
+        std::unique_lock<std::mutex> lock(mutex_);
+        wake_.wait(lock, [this] { return !pending_.empty() || stopping_; });
+        if (pending_.empty()) return;  // stopping, nothing left
+        batch.swap(pending_);
+      }
+      execute(batch);
+      batch.clear();
+    }
+  } catch (const std::exception& e) {
+    owner_.record_failure(std::string("host controller write thread stopped: ") + e.what());
+  } catch (...) {
+    owner_.record_failure("host controller write thread stopped: unknown exception");
+  }
+}
+
+// Sorts the batch by offset, writes each run of neighbours with pwritev, and
+// hands every result back to its service thread.
+void host_controller::write_combiner::execute(std::vector<item>& batch) {
+  std::sort(batch.begin(), batch.end(),
+            [](const item& a, const item& b) { return a.offset < b.offset; });
+  owner_.counters_.combined_writes.fetch_add(batch.size(), std::memory_order_relaxed);
+  constexpr std::size_t max_run_bytes = std::size_t{64} << 20;
+  std::size_t i = 0;
+  while (i < batch.size()) {
+    std::size_t j = i + 1, bytes = batch[i].bytes;
+    while (j < batch.size() && j - i < IOV_MAX && bytes + batch[j].bytes <= max_run_bytes &&
+           batch[j].offset == batch[j - 1].offset + batch[j - 1].bytes) {
+      bytes += batch[j].bytes;
+      ++j;
+    }
+    write_run(&batch[i], j - i);
+    owner_.counters_.write_calls.fetch_add(1, std::memory_order_relaxed);
+    i = j;
+  }
+  // Back to the owners, one hand-over per owner.
+  std::stable_sort(batch.begin(), batch.end(),
+                   [](const item& a, const item& b) { return a.owner < b.owner; });
+  for (std::size_t k = 0; k < batch.size();) {
+    std::size_t e = k + 1;
+    while (e < batch.size() && batch[e].owner == batch[k].owner) ++e;
+    batch[k].owner->writes_done(&batch[k], e - k);
+    k = e;
+  }
+}
+
+// One pwritev for n neighbouring WRITEs. A failure is attributed command by
+// command: what the run wrote counts, the rest is retried one by one.
+void host_controller::write_combiner::write_run(item* first, std::size_t n) {
+  iov_.resize(n);
+  std::size_t total = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    iov_[k] = iovec{const_cast<std::byte*>(first[k].data), first[k].bytes};
+    total += first[k].bytes;
+  }
+  std::size_t done = 0, at = 0;  // bytes written; first iovec not fully written
+  int err = 0;
+  while (done < total) {
+    const ssize_t r = ::pwritev(fd_, iov_.data() + at, static_cast<int>(n - at),
+                                static_cast<off_t>(first[0].offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      err = r < 0 ? errno : EIO;
+      break;
+    }
+    done += static_cast<std::size_t>(r);
+    for (std::size_t left = static_cast<std::size_t>(r); left > 0 && at < n;) {
+      if (left >= iov_[at].iov_len) {
+        left -= iov_[at].iov_len;
+        ++at;
+      } else {
+        iov_[at].iov_base = static_cast<char*>(iov_[at].iov_base) + left;
+        iov_[at].iov_len -= left;
+        left = 0;
+      }
+    }
+  }
+  std::size_t offset_in_run = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    item& it = first[k];
+    if (err == 0 || offset_in_run + it.bytes <= done) {
+      it.result = static_cast<int>(it.bytes);
+    } else {
+      // Alone, so its own errno (or short count) is what it reports.
+      ssize_t r;
+      do {
+        r = ::pwrite(fd_, it.data, it.bytes, static_cast<off_t>(it.offset));
+      } while (r < 0 && errno == EINTR);
+      it.result = r < 0 ? -errno : static_cast<int>(r);
+    }
+    offset_in_run += it.bytes;
+  }
+}
 
 namespace {
 std::uint32_t queue_count(const options& opts) {
@@ -844,17 +1048,24 @@ host_controller::host_controller(std::shared_ptr<backing_file> file, const optio
     throw std::invalid_argument("host controller: slot size " + std::to_string(slot_bytes) +
                                 " exceeds the largest NVMe transfer (65536 blocks)");
 
+  // Buffered writes go through one write thread (see write_combiner).
+  if (opts.combine_writes && file_->writable() && !file_->direct()) {
+    combiner_ = std::make_unique<write_combiner>(*this, file_->fd());
+    combiner_thread_ = std::thread([c = combiner_.get()] { c->run(); });
+    pthread_setname_np(combiner_thread_.native_handle(), "warpstore-wr");
+  }
+
   // More threads than queues would have nothing to serve.
   const std::uint32_t threads = std::min(opts.service_threads, queues_.count());
   std::vector<std::vector<std::uint32_t>> owned(threads);
   for (std::uint32_t i = 0; i < queues_.count(); ++i) owned[i % threads].push_back(i);
-  workers_.reserve(threads);
-  for (std::uint32_t t = 0; t < threads; ++t) {
-    workers_.push_back(std::make_unique<worker>(*this, t, owned[t], opts));
-    registered_buffers_ = registered_buffers_ && workers_.back()->registered();
-  }
-  threads_.reserve(threads);
   try {
+    workers_.reserve(threads);
+    for (std::uint32_t t = 0; t < threads; ++t) {
+      workers_.push_back(std::make_unique<worker>(*this, t, owned[t], opts));
+      registered_buffers_ = registered_buffers_ && workers_.back()->registered();
+    }
+    threads_.reserve(threads);
     for (std::uint32_t t = 0; t < threads; ++t) {
       threads_.emplace_back([w = workers_[t].get()] { w->run(); });
       char name[16];
@@ -875,6 +1086,9 @@ void host_controller::stop_threads() noexcept {
   stop_.store(true, std::memory_order_relaxed);
   for (std::thread& t : threads_)
     if (t.joinable()) t.join();
+  // After the workers: their drain waits for the writes they handed over.
+  if (combiner_) combiner_->stop();
+  if (combiner_thread_.joinable()) combiner_thread_.join();
 }
 
 io_ref host_controller::device_ref() const {
@@ -887,6 +1101,8 @@ controller_stats host_controller::stats() const {
   s.errors = counters_.errors.load(std::memory_order_relaxed);
   s.bytes = counters_.bytes.load(std::memory_order_relaxed);
   s.doorbells = counters_.doorbells.load(std::memory_order_relaxed);
+  s.combined_writes = counters_.combined_writes.load(std::memory_order_relaxed);
+  s.write_calls = counters_.write_calls.load(std::memory_order_relaxed);
   return s;
 }
 

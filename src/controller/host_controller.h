@@ -53,12 +53,15 @@ class host_controller final : public controller {
  private:
   class worker;
   friend class worker;
+  class write_combiner;
 
   struct counters {
     std::atomic<std::uint64_t> commands{0};
     std::atomic<std::uint64_t> errors{0};
     std::atomic<std::uint64_t> bytes{0};
     std::atomic<std::uint64_t> doorbells{0};
+    std::atomic<std::uint64_t> combined_writes{0};
+    std::atomic<std::uint64_t> write_calls{0};
   };
 
   // Records the first failure outside any one command; check() raises it.
@@ -76,6 +79,10 @@ class host_controller final : public controller {
   std::atomic<bool> failed_{false};
   bool registered_buffers_ = true;
   std::shared_ptr<fault_policy> faults_;
+  // Buffered WRITEs of every worker (null: each worker writes through its
+  // io_uring). Stops after the workers, so their drain sees their writes end.
+  std::unique_ptr<write_combiner> combiner_;
+  std::thread combiner_thread_;
   // Declared last: threads stop and join before anything they use goes away.
   std::vector<std::unique_ptr<worker>> workers_;
   std::vector<std::thread> threads_;
