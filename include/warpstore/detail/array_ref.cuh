@@ -262,21 +262,9 @@ struct array_ref {
 #if defined(WARPSTORE_UNGROUPED_CALLERS)
     return detail::warp::active_mask();
 #else
-    // One 64-bit name for (cache, source): the tag array's address below bit
-    // 54 and the source id (< cache::max_sources = 2^10) above it. It is
-    // exact whenever every calling lane's address is below 2^54 (any 48- or
-    // 52-bit address space); otherwise the two are matched one after the
-    // other. The usual case, every calling lane on one array, costs two
-    // shuffles and two votes instead of a match.
-    static_assert(::warpstore::cache::max_sources <= (1u << 10), "source ids must fit in 10 bits");
-    const unsigned active = detail::warp::active_mask();
-    const auto tags = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(cache.tags));
-    const bool exact = (tags >> 54) == 0;
-    const std::uint64_t name = tags | (static_cast<std::uint64_t>(source) << 54);
-    const std::uint64_t first = detail::warp::shfl(active, name, detail::warp::first_lane(active));
-    if (detail::warp::ballot(active, exact && name == first) == active) return active;
-    if (detail::warp::ballot(active, !exact) == 0) return detail::warp::match_any(active, name);
-    const unsigned same_cache = detail::warp::match_any(active, tags);
+    const unsigned same_cache = detail::warp::match_any(
+        detail::warp::active_mask(),
+        static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(cache.tags)));
     return detail::warp::match_any(same_cache, source);
 #endif
   }
