@@ -258,6 +258,10 @@ struct array_ref {
   // of another. The cache and source id together name one array.
   // WARPSTORE_UNGROUPED_CALLERS restores the old grouping (the bisect build
   // warpstore-taxi-ungrouped, scripts/gpu-taxi-bisect.sh).
+  // Keep the two matches: a shuffle-and-vote fast path for "every caller on
+  // one array" made warpstore-kv on the memory controller fault with an
+  // illegal address in 3 of 3 runs on the H100 (2026-11-22); callers reach
+  // this from different call sites, where only the matches held up.
   WARPSTORE_HD unsigned calling_mask() const {
 #if defined(WARPSTORE_UNGROUPED_CALLERS)
     return detail::warp::active_mask();
