@@ -55,4 +55,8 @@ if [ "$what" = all ] || [ "$what" = crash ]; then
 fi
 cp "$root/bench/results/durability.json" "$out/" 2>/dev/null
 step "done (status $status)"
+# One archive of every log beside them: the device tool brings back a
+# limited number of files from $OUT.
+logs=$(mktemp /tmp/gpu-durability-logs.XXXXXX) && tar czf "$logs" -C "$out" . 2>/dev/null &&
+  mv "$logs" "$out/logs.tgz"
 exit $status
