@@ -12,27 +12,10 @@
 # into bench/results/durability.json. Every step is bounded by `timeout` and
 # independent of the others; logs and results go to $OUT.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-$root/gpu-durability-checkpoint-out}
-mkdir -p "$out"
-build=${BUILD_DIR:-$root/build-gpu}
-status=0
-export WARPSTORE_COMMIT=${WARPSTORE_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
-start=$(date +%s)
-step() { echo "== $1 ($(($(date +%s) - start)) s)" | tee -a "$out/summary.log" >&2; }
-fail() { status=1; echo "FAILED: $1" | tee -a "$out/summary.log" >&2; }
-
-{ nvidia-smi -L; nproc; free -g | head -2; df -h /tmp | tail -1; } >"$out/machine.log" 2>&1
-
-step build
-if ! { timeout 30 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-         -DCMAKE_CUDA_ARCHITECTURES=90 -DWARPSTORE_WERROR=OFF &&
-       timeout 240 cmake --build "$build" -j 16 --target gpu_checkpoint_test warpstore-pagerank \
-         warpstore-bench warpstore_crash_checkpoint_gpu; } >"$out/build.log" 2>&1; then
-  tail -40 "$out/build.log" >&2
-  echo "gpu-durability-checkpoint: build failed" | tee -a "$out/summary.log" >&2
-  exit 1
-fi
+source "$(dirname "$0")/lib/gpu-study.sh" gpu-durability-checkpoint
+machine_log
+gpu_build 4 gpu_checkpoint_test warpstore-pagerank warpstore-bench \
+  warpstore_crash_checkpoint_gpu
 
 step "GPU checkpoint test"
 timeout 120 "$build/tests/gpu/gpu_checkpoint_test" >"$out/gpu-checkpoint-test.log" 2>&1 ||

@@ -15,27 +15,9 @@
 # bench/results/durability.json. Every step is bounded by `timeout` and
 # independent of the others; logs and results go to $OUT.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-$root/gpu-durability-log-out}
-mkdir -p "$out"
-build=${BUILD_DIR:-$root/build-gpu}
-status=0
-export WARPSTORE_COMMIT=${WARPSTORE_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
-start=$(date +%s)
-step() { echo "== $1 ($(($(date +%s) - start)) s)" | tee -a "$out/summary.log" >&2; }
-fail() { status=1; echo "FAILED: $1" | tee -a "$out/summary.log" >&2; }
-
-{ nvidia-smi -L; nproc; free -g | head -2; df -h /tmp | tail -1; } >"$out/machine.log" 2>&1
-
-step build
-if ! { timeout 20 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-         -DCMAKE_CUDA_ARCHITECTURES=90 -DWARPSTORE_WERROR=OFF &&
-       timeout 200 cmake --build "$build" -j 16 --target gpu_log_test warpstore-kv \
-         warpstore-bench; } >"$out/build.log" 2>&1; then
-  tail -40 "$out/build.log" >&2
-  echo "gpu-durability-log: build failed" | tee -a "$out/summary.log" >&2
-  exit 1
-fi
+source "$(dirname "$0")/lib/gpu-study.sh" gpu-durability-log
+machine_log
+gpu_build 4 gpu_log_test warpstore-kv warpstore-bench
 
 step "GPU log tests"
 timeout 90 "$build/tests/gpu/gpu_log_test" >"$out/gpu-log-tests.log" 2>&1 ||

@@ -13,27 +13,11 @@
 #          two scripts above) and write.vectoradd.vs_tiled (scripts/gpu-writes.sh)
 # Results merge into bench/results/durability.json; logs go to $OUT.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+source "$(dirname "$0")/lib/gpu-study.sh" gpu-durability
 what=${1:-all}
-out=${OUT:-$root/gpu-durability-out}
-mkdir -p "$out"
-build=${BUILD_DIR:-$root/build-gpu}
 export BUILD_DIR=$build
-export WARPSTORE_COMMIT=${WARPSTORE_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
-status=0
-start=$(date +%s)
-step() { echo "== $1 ($(($(date +%s) - start)) s)" | tee -a "$out/summary.log" >&2; }
-
-step build
-if ! { timeout 30 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-         -DCMAKE_CUDA_ARCHITECTURES=90 -DWARPSTORE_WERROR=OFF &&
-       timeout 400 cmake --build "$build" -j 16 --target gpu_checkpoint_test gpu_log_test \
-         warpstore-pagerank warpstore-kv warpstore-bench warpstore-crash-gpu \
-         gpu_array_write_test gpu_array_read_test; } >"$out/build.log" 2>&1; then
-  tail -40 "$out/build.log" >&2
-  echo "gpu-durability: build failed" | tee -a "$out/summary.log" >&2
-  exit 1
-fi
+gpu_build 7 gpu_checkpoint_test gpu_log_test warpstore-pagerank warpstore-kv \
+  warpstore-bench warpstore-crash-gpu gpu_array_write_test gpu_array_read_test
 
 if [ "$what" = all ] || [ "$what" = tests ] || [ "$what" = bench ]; then
   step "checkpoints: tests, PageRank, benchmark"

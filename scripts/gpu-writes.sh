@@ -13,26 +13,9 @@
 # bench/results/durability.json. Every step is bounded by `timeout` and
 # independent of the others; logs and results go to $OUT.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
-out=${OUT:-$root/gpu-writes-out}
-mkdir -p "$out"
-build=${BUILD_DIR:-$root/build-gpu}
-status=0
-export WARPSTORE_COMMIT=${WARPSTORE_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
-start=$(date +%s)
-step() { echo "== $1 ($(($(date +%s) - start)) s)" | tee -a "$out/summary.log" >&2; }
-
-{ nvidia-smi -L; nproc; free -g | head -2; df -h /tmp | tail -1; } >"$out/machine.log" 2>&1
-
-step build
-if ! { timeout 20 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-         -DCMAKE_CUDA_ARCHITECTURES=90 &&
-       timeout 100 cmake --build "$build" -j 16 --target gpu_array_write_test gpu_array_read_test \
-         warpstore-bench; } >"$out/build.log" 2>&1; then
-  tail -40 "$out/build.log" >&2
-  echo "gpu-writes: build failed" | tee -a "$out/summary.log" >&2
-  exit 1
-fi
+source "$(dirname "$0")/lib/gpu-study.sh" gpu-writes
+machine_log
+gpu_build 2 gpu_array_write_test gpu_array_read_test warpstore-bench
 
 step "GPU write tests"
 timeout 150 "$build/tests/gpu/gpu_array_write_test" >"$out/gpu-write-tests.log" 2>&1 ||

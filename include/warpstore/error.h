@@ -19,6 +19,23 @@ enum class error_kind : std::uint32_t {
   deadline = 3,         // a bounded wait expired
 };
 
+namespace detail {
+
+// First-one-wins records (error_record, checkpoint_fault): a record's
+// `state` is 0 empty, 1 being written, 2 complete. Counts the error; true for
+// the one caller that fills the record, which then calls publish_record.
+WARPSTORE_HD inline bool claim_record(std::uint32_t& state, std::uint64_t& count) {
+  device_atomic<std::uint64_t>(count).fetch_add(1, memory_order_relaxed);
+  std::uint32_t expected = 0;
+  return device_atomic<std::uint32_t>(state).compare_exchange_strong(expected, 1,
+                                                                     memory_order_relaxed);
+}
+WARPSTORE_HD inline void publish_record(std::uint32_t& state) {
+  device_atomic<std::uint32_t>(state).store(2, memory_order_release);
+}
+
+}  // namespace detail
+
 // Lives in device memory, one per array (or shared); the first error wins.
 struct error_record {
   std::uint32_t state;  // 0 empty, 1 being written, 2 complete
@@ -32,17 +49,13 @@ struct error_record {
 
   WARPSTORE_HD void record(error_kind k, std::uint32_t src, nvme::status st, std::uint64_t idx,
                            std::uint64_t block) {
-    detail::device_atomic<std::uint64_t>(count).fetch_add(1, detail::memory_order_relaxed);
-    std::uint32_t expected = 0;
-    if (!detail::device_atomic<std::uint32_t>(state).compare_exchange_strong(
-            expected, 1, detail::memory_order_relaxed))
-      return;
+    if (!detail::claim_record(state, count)) return;
     kind = k;
     source = src;
     status = st.raw;
     index = idx;
     lba = block;
-    detail::device_atomic<std::uint32_t>(state).store(2, detail::memory_order_release);
+    detail::publish_record(state);
   }
 };
 

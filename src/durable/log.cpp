@@ -96,13 +96,7 @@ bool superblock_valid(const log_superblock& s) {
 // Encodes `e` at byte `pos` of region `region`, as log_ref::encode does.
 void encode_host(std::byte* at, std::uint32_t epoch, std::uint32_t region, std::uint64_t pos,
                  const log_entry& e) {
-  entry_header h{};
-  h.magic = entry_magic;
-  h.kind = static_cast<std::uint8_t>(e.kind);
-  h.epoch = epoch;
-  h.payload_bytes = e.payload_bytes;
-  h.txn = e.txn;
-  h.target = e.target;
+  entry_header h = detail::entry_header_of(epoch, e);
   const std::uint32_t words = detail::entry_bytes(e.payload_bytes) / 8;
   detail::hasher hs(detail::entry_seed(epoch, region, pos));
   for (std::uint32_t k = 0; k < words; ++k) {

@@ -128,6 +128,17 @@ INSTANTIATE_TEST_SUITE_P(Lines, CheckpointRoundTrip,
                                             ::testing::Values(controller_kind::host,
                                                               controller_kind::memory)));
 
+// Opens g over `path` with b's buffers and commits checkpoints 1 and 2 (b
+// filled with 1, then with 2).
+void open_and_commit_two(checkpoint_group& g, buffers& b, const std::string& path) {
+  b.add_to(g);
+  g.open(path, test_options());
+  b.fill(1);
+  g.checkpoint();
+  b.fill(2);
+  g.checkpoint();
+}
+
 TEST(Checkpoint, FreshFileIsNoCheckpointYetAndTouchesNothing) {
   temp_file f;
   buffers b({4096, 100});
@@ -226,12 +237,7 @@ TEST(Checkpoint, CorruptNewestDataFallsBackThenNextCheckpointReplacesIt) {
   temp_file f;
   buffers b({10000, 3});
   checkpoint_group g;
-  b.add_to(g);
-  g.open(f.path, test_options());
-  b.fill(1);
-  g.checkpoint();
-  b.fill(2);
-  g.checkpoint();
+  open_and_commit_two(g, b, f.path);
   int slot = -1;
   const checkpoint_record rec = newest_record(f.path, slot);
   ASSERT_EQ(rec.sequence, 2u);
@@ -256,12 +262,7 @@ TEST(Checkpoint, NoDataVerifyingIsAnError) {
   temp_file f;
   buffers b({10000});
   checkpoint_group g;
-  b.add_to(g);
-  g.open(f.path, test_options());
-  b.fill(1);
-  g.checkpoint();
-  b.fill(2);
-  g.checkpoint();
+  open_and_commit_two(g, b, f.path);
   const checkpoint_layout l = g.layout();
   poke(f.path, l.slot_offset[0] + 5);
   poke(f.path, l.slot_offset[1] + 5);

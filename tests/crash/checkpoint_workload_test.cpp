@@ -90,6 +90,13 @@ std::vector<std::uint64_t> commit_states(crash::workload& w, const crash::env& e
   return acks;
 }
 
+// Recovery finds exactly `state`, every byte right.
+void expect_recovers(crash::workload& w, const crash::env& e, std::uint64_t state) {
+  const crash::verdict v = w.recover(e);
+  EXPECT_EQ(v.state, state);
+  EXPECT_EQ(v.mismatches, 0u) << v.detail;
+}
+
 TEST(CheckpointWorkload, RecoversTheLastCommittedStateExactly) {
   temp_dir dir;
   const crash::env e = make_env(dir.path);
@@ -97,19 +104,13 @@ TEST(CheckpointWorkload, RecoversTheLastCommittedStateExactly) {
   EXPECT_STREQ(w->name(), "checkpoint");
   const auto acks = commit_states(*w, e, 6);
   EXPECT_EQ(acks, (std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6}));
-  crash::verdict v = w->recover(e);
-  EXPECT_EQ(v.state, 6u);
-  EXPECT_EQ(v.mismatches, 0u) << v.detail;
+  expect_recovers(*w, e, 6u);
   // Recovery is read-only: again gives the same.
-  v = w->recover(e);
-  EXPECT_EQ(v.state, 6u);
-  EXPECT_EQ(v.mismatches, 0u) << v.detail;
+  expect_recovers(*w, e, 6u);
   // A second run resumes at 6.
   const auto more = commit_states(*w, e, 9, false);
   EXPECT_EQ(more, (std::vector<std::uint64_t>{7, 8, 9}));
-  v = w->recover(e);
-  EXPECT_EQ(v.state, 9u);
-  EXPECT_EQ(v.mismatches, 0u) << v.detail;
+  expect_recovers(*w, e, 9u);
 }
 
 TEST(CheckpointWorkload, StateZeroIsCommittedByPrepare) {
@@ -117,9 +118,7 @@ TEST(CheckpointWorkload, StateZeroIsCommittedByPrepare) {
   const crash::env e = make_env(dir.path);
   auto w = crash::make_checkpoint_workload();
   w->prepare(e);
-  const crash::verdict v = w->recover(e);
-  EXPECT_EQ(v.state, 0u);
-  EXPECT_EQ(v.mismatches, 0u) << v.detail;
+  expect_recovers(*w, e, 0u);
 }
 
 TEST(CheckpointWorkload, TornNewestRecordFallsBackToThePreviousCheckpoint) {
@@ -132,14 +131,10 @@ TEST(CheckpointWorkload, TornNewestRecordFallsBackToThePreviousCheckpoint) {
   EXPECT_EQ(n.rec.sequence, 6u);  // state k is checkpoint k + 1
   // Half of the record's block holds other bytes: a torn write.
   overwrite(file_of(e), n.slot * ckpt::record_stride + 256, 256, 0xA5);
-  crash::verdict v = w->recover(e);
-  EXPECT_EQ(v.state, 4u);
-  EXPECT_EQ(v.mismatches, 0u) << v.detail;
+  expect_recovers(*w, e, 4u);
   // A record that never reached the device (zeros) likewise.
   overwrite(file_of(e), n.slot * ckpt::record_stride, 512, 0);
-  v = w->recover(e);
-  EXPECT_EQ(v.state, 4u);
-  EXPECT_EQ(v.mismatches, 0u) << v.detail;
+  expect_recovers(*w, e, 4u);
 }
 
 TEST(CheckpointWorkload, CorruptNewestDataFallsBackAndTheRunContinues) {
@@ -151,15 +146,11 @@ TEST(CheckpointWorkload, CorruptNewestDataFallsBackAndTheRunContinues) {
   ASSERT_GE(n.slot, 0);
   // One byte of the ranks (the second buffer, after the 4 KiB header extent).
   overwrite(file_of(e), n.rec.data_offset + 4096 + 1000, 1, 0x5A);
-  crash::verdict v = w->recover(e);
-  EXPECT_EQ(v.state, 4u);
-  EXPECT_EQ(v.mismatches, 0u) << v.detail;
+  expect_recovers(*w, e, 4u);
   // The run resumes from 4, overwriting the bad slot, never the good one.
   const auto acks = commit_states(*w, e, 7, false);
   EXPECT_EQ(acks, (std::vector<std::uint64_t>{5, 6, 7}));
-  v = w->recover(e);
-  EXPECT_EQ(v.state, 7u);
-  EXPECT_EQ(v.mismatches, 0u) << v.detail;
+  expect_recovers(*w, e, 7u);
 }
 
 TEST(CheckpointWorkload, TornNewestDataTailFallsBack) {
@@ -171,9 +162,7 @@ TEST(CheckpointWorkload, TornNewestDataTailFallsBack) {
   ASSERT_GE(n.slot, 0);
   // The last 4 KiB of the slot lost (zeros, as a power cut before the FLUSH).
   overwrite(file_of(e), n.rec.data_offset + n.rec.data_bytes - 4096, 4096, 0);
-  const crash::verdict v = w->recover(e);
-  EXPECT_EQ(v.state, 2u);
-  EXPECT_EQ(v.mismatches, 0u) << v.detail;
+  expect_recovers(*w, e, 2u);
 }
 
 TEST(CheckpointWorkload, NoValidRecordIsNoCommittedState) {

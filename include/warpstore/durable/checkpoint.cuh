@@ -213,17 +213,13 @@ struct checkpoint_fault {
 
   WARPSTORE_HD void record(checkpoint_phase p, std::uint32_t b, nvme::status st, std::uint64_t off,
                            std::uint64_t block) {
-    detail::device_atomic<std::uint64_t>(count).fetch_add(1, detail::memory_order_relaxed);
-    std::uint32_t expected = 0;
-    if (!detail::device_atomic<std::uint32_t>(state).compare_exchange_strong(
-            expected, 1, detail::memory_order_relaxed))
-      return;
+    if (!detail::claim_record(state, count)) return;
     phase = p;
     buffer = b;
     status = st.raw;
     offset = off;
     lba = block;
-    detail::device_atomic<std::uint32_t>(state).store(2, detail::memory_order_release);
+    detail::publish_record(state);
   }
 };
 

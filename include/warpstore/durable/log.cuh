@@ -169,6 +169,18 @@ WARPSTORE_HD inline std::uint32_t entry_bytes(std::uint32_t payload_bytes) {
          ((payload_bytes + entry_align - 1) & ~(entry_align - 1));
 }
 
+// The header of entry `e` written in `epoch`, checksum zero.
+WARPSTORE_HD inline entry_header entry_header_of(std::uint32_t epoch, const log_entry& e) {
+  entry_header h{};
+  h.magic = entry_magic;
+  h.kind = static_cast<std::uint8_t>(e.kind);
+  h.epoch = epoch;
+  h.payload_bytes = e.payload_bytes;
+  h.txn = e.txn;
+  h.target = e.target;
+  return h;
+}
+
 // Word `w` (8 bytes) of the encoded entry, checksum field zero.
 WARPSTORE_HD inline std::uint64_t entry_word(const entry_header& h, const void* payload,
                                              std::uint32_t w) {
@@ -353,13 +365,7 @@ struct log_ref {
   // One lane: encodes `e` at byte `pos` of the region's ring, the word with
   // the checksum last.
   WARPSTORE_HD void encode(std::uint32_t region, std::uint64_t pos, const log_entry& e) const {
-    entry_header h{};
-    h.magic = entry_magic;
-    h.kind = static_cast<std::uint8_t>(e.kind);
-    h.epoch = epoch;
-    h.payload_bytes = e.payload_bytes;
-    h.txn = e.txn;
-    h.target = e.target;
+    entry_header h = detail::entry_header_of(epoch, e);
     const std::uint32_t words = detail::entry_bytes(e.payload_bytes) / 8;
     detail::hasher hs(detail::entry_seed(epoch, region, pos));
     for (std::uint32_t k = 0; k < words; ++k) {
