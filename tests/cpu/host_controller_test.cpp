@@ -573,5 +573,69 @@ TEST(HostControllerDirect, BlockDeviceFromEnvironment) {
   ::close(ref);
 }
 
+// Buffered WRITEs from several lanes on several queue pairs, neighbours
+// submitted together: with the write thread (combine_writes) every WRITE goes
+// through it, in no more pwritev calls than WRITEs, and the file holds every
+// byte; without it the same bytes arrive through io_uring. A FLUSH after the
+// writes completes; reads through the queues see the new bytes.
+class HostControllerWrites : public ::testing::TestWithParam<bool> {};
+
+TEST_P(HostControllerWrites, NeighbouringWritesLandWholeWithOrWithoutTheWriteThread) {
+  const bool combine = GetParam();
+  constexpr std::uint32_t lanes = 4, per_lane = 64, blocks = 8;  // 4 KiB per WRITE
+  constexpr std::uint64_t bytes = std::uint64_t{lanes} * per_lane * blocks * block;
+  pattern_file f(bytes);
+  options o = test_options(delivery::gpu_pull, 4, 16, 2);
+  o.combine_writes = combine;
+  auto ctl = std::make_unique<host_controller>(
+      std::make_shared<backing_file>(f.path(), o.direct, file_access::read_write), o, 4096);
+  const io_ref io = ctl->device_ref();
+  auto value = [](std::uint64_t offset) { return static_cast<std::byte>((offset * 7 + 3) & 0xFF); };
+  std::atomic<unsigned> bad{0};
+  std::vector<std::thread> threads;
+  for (std::uint32_t lane = 0; lane < lanes; ++lane)
+    threads.emplace_back([&, lane] {
+      // io_ref::write, as a warp of one: the lane's queue pair by thread.
+      std::vector<std::byte> src(blocks * block);
+      // Lane l writes WRITE k at slot k * lanes + l: neighbours come from
+      // different lanes and queue pairs.
+      for (std::uint32_t k = 0; k < per_lane; ++k) {
+        const std::uint64_t slba = (std::uint64_t{k} * lanes + lane) * blocks;
+        for (std::uint32_t i = 0; i < src.size(); ++i) src[i] = value(slba * block + i);
+        if (!io.write(1u, true, io_request{slba, blocks, src.data()}).success()) ++bad;
+      }
+      if (!io.flush().success()) ++bad;
+    });
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0u);
+  const controller_stats s = ctl->stats();
+  if (combine) {
+    EXPECT_EQ(s.combined_writes, std::uint64_t{lanes} * per_lane);
+    EXPECT_GE(s.write_calls, 1u);
+    EXPECT_LE(s.write_calls, s.combined_writes);
+  } else {
+    EXPECT_EQ(s.combined_writes, 0u);
+    EXPECT_EQ(s.write_calls, 0u);
+  }
+  // Through the queues, then on disk after the controller is gone.
+  std::vector<std::byte> got(blocks * block);
+  const queue_pair_ref qp = io.queues.pick(0);
+  for (std::uint64_t slba = 0; slba < bytes / block; slba += blocks) {
+    ASSERT_TRUE(read_blocks(qp, slba, blocks, got.data()).success());
+    for (std::uint32_t i = 0; i < got.size(); ++i)
+      ASSERT_EQ(got[i], value(slba * block + i)) << "block " << slba << " byte " << i;
+  }
+  ctl.reset();
+  std::vector<std::byte> file(bytes);
+  const int fd = ::open(f.path().c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pread(fd, file.data(), bytes, 0), static_cast<ssize_t>(bytes));
+  ::close(fd);
+  for (std::uint64_t i = 0; i < bytes; ++i) ASSERT_EQ(file[i], value(i)) << "byte " << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Combine, HostControllerWrites, ::testing::Bool(),
+                         [](const auto& info) { return info.param ? "write_thread" : "io_uring"; });
+
 }  // namespace
 }  // namespace warpstore
