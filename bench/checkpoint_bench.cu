@@ -25,6 +25,7 @@
 #include "bench/common/timing.h"
 #include "bench/subcommands.h"
 #include "tools/pattern.cuh"
+#include "tools/pattern_file.h"
 #include "warpstore/cuda_check.h"
 #include "warpstore/durable/checkpoint.cuh"
 
@@ -86,30 +87,18 @@ struct gpu_buffers {
   }
 };
 
-// pwrite or pread of [offset, offset + bytes) with `threads` threads.
-void parallel_io(bool write, int fd, std::byte* buf, std::uint64_t offset, std::uint64_t bytes,
-                 unsigned threads) {
-  const std::uint64_t per = (bytes / threads + 4095) / 4096 * 4096;
-  std::vector<std::thread> pool;
-  std::vector<int> errors(threads, 0);
-  for (unsigned t = 0; t < threads; ++t)
-    pool.emplace_back([&, t] {
-      const std::uint64_t first = std::min(bytes, per * t), last = std::min(bytes, per * (t + 1));
-      for (std::uint64_t at = first; at < last;) {
-        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(last - at, 64ull << 20));
-        const ssize_t r = write ? ::pwrite(fd, buf + at, n, static_cast<off_t>(offset + at))
-                                : ::pread(fd, buf + at, n, static_cast<off_t>(offset + at));
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) {
-          errors[t] = r < 0 ? errno : EIO;
-          return;
-        }
-        at += static_cast<std::uint64_t>(r);
-      }
-    });
-  for (auto& th : pool) th.join();
-  for (int e : errors)
-    if (e != 0) throw std::runtime_error(std::string(write ? "pwrite" : "pread") + " failed: " + std::strerror(e));
+// pwrite or pread of [offset, offset + bytes) of `path` with `threads`
+// threads, one contiguous piece each.
+void parallel_io(bool write, int fd, const std::string& path, std::byte* buf, std::uint64_t offset,
+                 std::uint64_t bytes, unsigned threads) {
+  const std::uint64_t per = std::max<std::uint64_t>(4096, (bytes / threads + 4095) / 4096 * 4096);
+  tools::detail::parallel_chunks(bytes, per, threads, {}, [&](std::uint64_t at, std::uint64_t n) {
+    auto* p = reinterpret_cast<unsigned char*>(buf + at);
+    if (write)
+      tools::detail::pwrite_all(fd, p, n, offset + at, path);
+    else if (tools::detail::pread_all(fd, p, n, offset + at, path) != n)
+      throw std::runtime_error(path + " is shorter than the checkpoint");
+  });
 }
 
 }  // namespace
@@ -188,7 +177,7 @@ void run_checkpoint(const parsed_args& args, report& out) {
   try {
     // Allocate the file's blocks first, as warpstore's are.
     std::memset(pinned, 0, total);
-    parallel_io(true, fd, pinned, 0, total, io_threads);
+    parallel_io(true, fd, base_path, pinned, 0, total, io_threads);
     if (::fdatasync(fd) != 0) throw std::runtime_error("fdatasync: " + std::string(std::strerror(errno)));
     for (unsigned r = 0; r < repeat; ++r) {
       base_seed = 201 + r;
@@ -197,7 +186,7 @@ void run_checkpoint(const parsed_args& args, report& out) {
       stopwatch clock;
       for (std::uint32_t b = 0; b < count; ++b) {
         WARPSTORE_CUDA_TRY(cudaMemcpy(pinned + b * each, bufs.mem[b].get(), each, cudaMemcpyDeviceToHost));
-        parallel_io(true, fd, pinned + b * each, b * each, each, io_threads);
+        parallel_io(true, fd, base_path, pinned + b * each, b * each, each, io_threads);
       }
       if (::fdatasync(fd) != 0) throw std::runtime_error("fdatasync: " + std::string(std::strerror(errno)));
       const double s = clock.seconds();
@@ -206,7 +195,7 @@ void run_checkpoint(const parsed_args& args, report& out) {
     }
     // Read the file back and compare on the GPU.
     std::memset(pinned, 0, total);
-    parallel_io(false, fd, pinned, 0, total, io_threads);
+    parallel_io(false, fd, base_path, pinned, 0, total, io_threads);
     for (std::uint32_t b = 0; b < count; ++b) {
       runtime::copy_to_device(bufs.mem[b].get(), pinned + b * each, each);
       base_bad += bufs.check(bufs.mem[b].get(), b, base_seed);

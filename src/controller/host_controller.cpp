@@ -88,7 +88,6 @@ std::string errno_text(int err) {
 }  // namespace
 
 // ---------------------------------------------------------------------------
-// One service thread and the queues it owns.
 // Buffered WRITEs of every service thread, executed by one thread. ext4
 // runs buffered writes to one file one at a time anyway (the inode lock;
 // io_uring hashes them all to one kernel worker), so one thread loses
@@ -139,6 +138,7 @@ class host_controller::write_combiner {
   std::vector<iovec> iov_;
 };
 
+// One service thread and the queues it owns.
 class host_controller::worker {
  public:
   worker(host_controller& owner, std::uint32_t id, const std::vector<std::uint32_t>& queue_ids,
@@ -390,8 +390,9 @@ void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_si
   if (idle_rounds == 0) idle_since = steady_ns();
   ++idle_rounds;
   if (inflight_ > 0 || combining_ > 0) {
-    // Reads outstanding: let the kernel wake us when one ends, but only
-    // briefly, since the GPU may ring a doorbell meanwhile.
+    // I/O outstanding (ours, or WRITEs at the write thread): wait for a
+    // completion, but only briefly, since the GPU may ring a doorbell
+    // meanwhile and the write thread does not wake this ring.
     if (idle_rounds > 64 && can_wait_timeout_) {
       __kernel_timespec ts{0, inflight_wait_ns};
       io_uring_cqe* cqe = nullptr;

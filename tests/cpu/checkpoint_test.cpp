@@ -22,19 +22,6 @@ namespace {
 
 using namespace warpstore;
 
-struct temp_file {
-  std::string path;
-  temp_file() {
-    const char* t = std::getenv("TMPDIR");
-    path = std::string(t ? t : "/tmp") + "/warpstore-ckpt-test-XXXXXX";
-    const int fd = ::mkstemp(path.data());
-    if (fd < 0) throw std::runtime_error("mkstemp failed");
-    ::close(fd);
-    ::unlink(path.c_str());  // the group creates it
-  }
-  ~temp_file() { ::unlink(path.c_str()); }
-};
-
 options test_options(std::uint32_t line = 4096, controller_kind kind = controller_kind::host) {
   options o{};
   o.controller = kind;
@@ -89,7 +76,7 @@ class CheckpointRoundTrip : public ::testing::TestWithParam<std::tuple<std::uint
 
 TEST_P(CheckpointRoundTrip, EveryByteComesBackFromTheNewestCheckpoint) {
   const auto [line, kind] = GetParam();
-  temp_file f;
+  test::scratch_file f("ckpt-test");
   buffers b(awkward);
   {
     checkpoint_group g;
@@ -140,7 +127,7 @@ void open_and_commit_two(checkpoint_group& g, buffers& b, const std::string& pat
 }
 
 TEST(Checkpoint, FreshFileIsNoCheckpointYetAndTouchesNothing) {
-  temp_file f;
+  test::scratch_file f("ckpt-test");
   buffers b({4096, 100});
   b.fill(7);
   checkpoint_group g;
@@ -154,7 +141,7 @@ TEST(Checkpoint, FreshFileIsNoCheckpointYetAndTouchesNothing) {
 }
 
 TEST(Checkpoint, DeviceFormFromThreads) {
-  temp_file f;
+  test::scratch_file f("ckpt-test");
   buffers b({300000, 5000});
   checkpoint_group g;
   b.add_to(g);
@@ -177,7 +164,7 @@ TEST(Checkpoint, DeviceFormFromThreads) {
 }
 
 TEST(Checkpoint, WarpstoreArrayAndDeviceBuffer) {
-  temp_file f;
+  test::scratch_file f("ckpt-test");
   test::pattern_file data(1 << 20);
   options ao = test_options();
   ao.writable = true;
@@ -234,7 +221,7 @@ void poke(const std::string& path, std::uint64_t offset) {
 }
 
 TEST(Checkpoint, CorruptNewestDataFallsBackThenNextCheckpointReplacesIt) {
-  temp_file f;
+  test::scratch_file f("ckpt-test");
   buffers b({10000, 3});
   checkpoint_group g;
   open_and_commit_two(g, b, f.path);
@@ -259,7 +246,7 @@ TEST(Checkpoint, CorruptNewestDataFallsBackThenNextCheckpointReplacesIt) {
 }
 
 TEST(Checkpoint, NoDataVerifyingIsAnError) {
-  temp_file f;
+  test::scratch_file f("ckpt-test");
   buffers b({10000});
   checkpoint_group g;
   open_and_commit_two(g, b, f.path);
@@ -275,7 +262,7 @@ TEST(Checkpoint, NoDataVerifyingIsAnError) {
 }
 
 TEST(Checkpoint, AnotherLayoutIsRefused) {
-  temp_file f;
+  test::scratch_file f("ckpt-test");
   {
     buffers b({10000});
     checkpoint_group g;
@@ -309,7 +296,7 @@ TEST(Checkpoint, BadRegistrationsAreRefused) {
   EXPECT_THROW(g.add(m.get(), 0, "empty"), std::invalid_argument);
   EXPECT_THROW(g.add(m.get() + 1, 8, "unaligned"), std::invalid_argument);
   EXPECT_THROW(g.checkpoint(), std::logic_error);
-  temp_file f;
+  test::scratch_file f("ckpt-test");
   EXPECT_THROW(g.open(f.path, test_options()), std::invalid_argument);  // no buffers
 }
 

@@ -25,14 +25,7 @@ struct setup {
   std::uint32_t line_size;
 };
 
-std::string temp_path(const char* stem) {
-  const char* dir = std::getenv("TMPDIR");
-  std::string p = std::string(dir ? dir : "/tmp") + "/warpstore-" + stem + "-XXXXXX";
-  const int fd = ::mkstemp(p.data());
-  if (fd < 0) throw std::runtime_error("mkstemp failed for " + p);
-  ::close(fd);
-  return p;
-}
+using test::temp_path;
 
 void fill_file(const std::string& path, const std::vector<std::byte>& bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_TRUNC);

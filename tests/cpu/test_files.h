@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -38,6 +39,42 @@ class pattern_file {
  private:
   std::string path_;
   std::uint64_t bytes_;
+};
+
+// A fresh, empty file under $TMPDIR (default /tmp) named warpstore-<stem>-XXXXXX.
+inline std::string temp_path(const std::string& stem) {
+  const char* dir = std::getenv("TMPDIR");
+  std::string p = std::string(dir ? dir : "/tmp") + "/warpstore-" + stem + "-XXXXXX";
+  const int fd = ::mkstemp(p.data());
+  if (fd < 0) throw std::runtime_error("mkstemp failed for " + p);
+  ::close(fd);
+  return p;
+}
+
+// A path under $TMPDIR where nothing exists yet (the code under test creates
+// the file), removed at the end.
+struct scratch_file {
+  std::string path;
+  explicit scratch_file(const std::string& stem) : path(temp_path(stem)) { ::unlink(path.c_str()); }
+  ~scratch_file() { ::unlink(path.c_str()); }
+  scratch_file(const scratch_file&) = delete;
+  scratch_file& operator=(const scratch_file&) = delete;
+};
+
+// A fresh directory under $TMPDIR, removed with everything in it at the end.
+struct temp_dir {
+  std::string path;
+  explicit temp_dir(const std::string& stem) {
+    const char* dir = std::getenv("TMPDIR");
+    path = std::string(dir ? dir : "/tmp") + "/warpstore-" + stem + "-XXXXXX";
+    if (::mkdtemp(path.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + path);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
 };
 
 // Runs body(lane) on `lanes` threads and joins them.

@@ -12,22 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "tests/cpu/test_files.h"
 #include "tests/crash/crash_workload.h"
 #include "warpstore/durable/checkpoint.cuh"
 
 namespace {
 
 using namespace warpstore;
-
-struct temp_dir {
-  std::string path;
-  temp_dir() {
-    const char* t = std::getenv("TMPDIR");
-    path = std::string(t ? t : "/tmp") + "/warpstore-ckpt-XXXXXX";
-    if (::mkdtemp(path.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
-  }
-  ~temp_dir() { std::filesystem::remove_all(path); }
-};
 
 crash::env make_env(const std::string& dir) {
   crash::env e;
@@ -98,7 +89,7 @@ void expect_recovers(crash::workload& w, const crash::env& e, std::uint64_t stat
 }
 
 TEST(CheckpointWorkload, RecoversTheLastCommittedStateExactly) {
-  temp_dir dir;
+  test::temp_dir dir("ckpt");
   const crash::env e = make_env(dir.path);
   auto w = crash::make_checkpoint_workload();
   EXPECT_STREQ(w->name(), "checkpoint");
@@ -114,7 +105,7 @@ TEST(CheckpointWorkload, RecoversTheLastCommittedStateExactly) {
 }
 
 TEST(CheckpointWorkload, StateZeroIsCommittedByPrepare) {
-  temp_dir dir;
+  test::temp_dir dir("ckpt");
   const crash::env e = make_env(dir.path);
   auto w = crash::make_checkpoint_workload();
   w->prepare(e);
@@ -122,7 +113,7 @@ TEST(CheckpointWorkload, StateZeroIsCommittedByPrepare) {
 }
 
 TEST(CheckpointWorkload, TornNewestRecordFallsBackToThePreviousCheckpoint) {
-  temp_dir dir;
+  test::temp_dir dir("ckpt");
   const crash::env e = make_env(dir.path);
   auto w = crash::make_checkpoint_workload();
   commit_states(*w, e, 5);
@@ -138,7 +129,7 @@ TEST(CheckpointWorkload, TornNewestRecordFallsBackToThePreviousCheckpoint) {
 }
 
 TEST(CheckpointWorkload, CorruptNewestDataFallsBackAndTheRunContinues) {
-  temp_dir dir;
+  test::temp_dir dir("ckpt");
   const crash::env e = make_env(dir.path);
   auto w = crash::make_checkpoint_workload();
   commit_states(*w, e, 5);
@@ -154,7 +145,7 @@ TEST(CheckpointWorkload, CorruptNewestDataFallsBackAndTheRunContinues) {
 }
 
 TEST(CheckpointWorkload, TornNewestDataTailFallsBack) {
-  temp_dir dir;
+  test::temp_dir dir("ckpt");
   const crash::env e = make_env(dir.path);
   auto w = crash::make_checkpoint_workload();
   commit_states(*w, e, 3);
@@ -166,7 +157,7 @@ TEST(CheckpointWorkload, TornNewestDataTailFallsBack) {
 }
 
 TEST(CheckpointWorkload, NoValidRecordIsNoCommittedState) {
-  temp_dir dir;
+  test::temp_dir dir("ckpt");
   const crash::env e = make_env(dir.path);
   auto w = crash::make_checkpoint_workload();
   commit_states(*w, e, 2);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "tests/crash/kv_workload.h"
+#include "tools/pattern_file.h"
 
 namespace warpstore::crash {
 
@@ -34,17 +35,11 @@ kv::slot& slot_at(std::vector<std::byte>& image, std::uint64_t index) {
 }
 
 std::vector<std::byte> read_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("kv workload: cannot open " + path);
-  std::vector<std::byte> out(static_cast<std::size_t>(::lseek(fd, 0, SEEK_END)));
-  std::size_t done = 0;
-  while (done < out.size()) {
-    const ssize_t r = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(done));
-    if (r <= 0) break;
-    done += static_cast<std::size_t>(r);
-  }
-  ::close(fd);
-  out.resize(done);
+  const tools::detail::fd_guard fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0) throw std::runtime_error("kv workload: cannot open " + path);
+  std::vector<std::byte> out(static_cast<std::size_t>(::lseek(fd.get(), 0, SEEK_END)));
+  out.resize(tools::detail::pread_all(fd.get(), reinterpret_cast<unsigned char*>(out.data()),
+                                      out.size(), 0, path));
   return out;
 }
 

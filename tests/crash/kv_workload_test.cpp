@@ -5,12 +5,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "apps/kvstore/launch.h"
+#include "tests/cpu/test_files.h"
 #include "tests/crash/kv_workload.h"
 
 using namespace warpstore;
@@ -21,10 +20,7 @@ namespace {
 class KvWorkload : public ::testing::TestWithParam<controller_kind> {
  protected:
   void SetUp() override {
-    const char* tmp = std::getenv("TMPDIR");
-    std::string d = std::string(tmp ? tmp : "/tmp") + "/warpstore-kv-XXXXXX";
-    ASSERT_NE(::mkdtemp(d.data()), nullptr);
-    env_.dir = d;
+    env_.dir = dir_.path;
     env_.opts.controller = GetParam();
     env_.opts.cache_bytes = 256 << 10;  // smaller than the 576 KiB table: write-back on eviction
     env_.opts.ways = 4;
@@ -37,8 +33,7 @@ class KvWorkload : public ::testing::TestWithParam<controller_kind> {
     env_.open = [](const std::string& p, const options& o) { return make_controller(p, o); };
     env_.seed = 7;
   }
-  void TearDown() override { std::filesystem::remove_all(env_.dir); }
-
+  test::temp_dir dir_{"kv"};
   env env_;
 };
 

@@ -19,19 +19,6 @@ namespace {
 
 using namespace warpstore;
 
-struct temp_file {
-  std::string path;
-  temp_file() {
-    const char* t = std::getenv("TMPDIR");
-    path = std::string(t ? t : "/tmp") + "/warpstore-gpu-ckpt-XXXXXX";
-    const int fd = ::mkstemp(path.data());
-    if (fd < 0) throw std::runtime_error("mkstemp failed");
-    ::close(fd);
-    ::unlink(path.c_str());
-  }
-  ~temp_file() { ::unlink(path.c_str()); }
-};
-
 options gpu_options(controller_kind kind, std::uint32_t line) {
   options o = options::from_environment();
   o.controller = kind;
@@ -108,7 +95,7 @@ class GpuCheckpoint : public ::testing::TestWithParam<std::tuple<controller_kind
 
 TEST_P(GpuCheckpoint, DeviceFormFromUserKernels) {
   const auto [kind, line] = GetParam();
-  temp_file f;
+  test::scratch_file f("gpu-ckpt");
   buffers b({1, 1000, 1 << 20, (1 << 22) + 3});
   checkpoint_group g;
   b.add_to(g);
@@ -149,7 +136,7 @@ INSTANTIATE_TEST_SUITE_P(Controllers, GpuCheckpoint,
                                             ::testing::Values(4096u, 65536u)));
 
 TEST(GpuCheckpointArray, ArrayAndBufferRoundTrip) {
-  temp_file f;
+  test::scratch_file f("gpu-ckpt");
   test::pattern_file data(16 << 20);
   options ao = gpu_options(controller_kind::host, 4096);
   ao.writable = true;
@@ -175,7 +162,7 @@ TEST(GpuCheckpointArray, ArrayAndBufferRoundTrip) {
 }
 
 TEST(GpuCheckpointFallback, CorruptNewestDataRestoresThePrevious) {
-  temp_file f;
+  test::scratch_file f("gpu-ckpt");
   buffers b({50000});
   checkpoint_group g;
   b.add_to(g);

@@ -8,10 +8,10 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "test_files.h"
 #include "tests/crash/kv_workload.h"
 #include "warpstore/cuda_check.h"
 #include "warpstore/durable/log.cuh"
@@ -21,14 +21,7 @@ using namespace warpstore::durable;
 
 namespace {
 
-std::string temp_path(const char* stem) {
-  const char* dir = std::getenv("TMPDIR");
-  std::string p = std::string(dir ? dir : "/tmp") + "/warpstore-gpu-" + stem + "-XXXXXX";
-  const int fd = ::mkstemp(p.data());
-  if (fd < 0) throw std::runtime_error("mkstemp failed");
-  ::close(fd);
-  return p;
-}
+using test::temp_path;
 
 __host__ __device__ std::uint32_t entry_size(std::uint64_t txn, unsigned lane) {
   return 8 + static_cast<std::uint32_t>((txn * 7 + lane * 13) % 25) * 8;  // 8 .. 200 bytes
@@ -211,10 +204,8 @@ TEST_P(GpuLog, PartialTransactionsOfGpuWarpsAreUndone) {
 
 TEST_P(GpuLog, KeyValueWorkloadRecoversOnTheGpu) {
   crash::env e;
-  const char* tmp = std::getenv("TMPDIR");
-  std::string d = std::string(tmp ? tmp : "/tmp") + "/warpstore-gpu-kv-XXXXXX";
-  ASSERT_NE(::mkdtemp(d.data()), nullptr);
-  e.dir = d;
+  const test::temp_dir dir("gpu-kv");
+  e.dir = dir.path;
   e.opts = opts_;
   e.opts.cache_bytes = 256 << 10;
   e.open = [](const std::string& p, const options& o) { return make_controller(p, o); };
@@ -232,7 +223,6 @@ TEST_P(GpuLog, KeyValueWorkloadRecoversOnTheGpu) {
     EXPECT_EQ(v.mismatches, 0u) << v.detail;
     EXPECT_EQ(v.state, 5u);
   }
-  std::filesystem::remove_all(d);
 }
 
 INSTANTIATE_TEST_SUITE_P(Controllers, GpuLog,
