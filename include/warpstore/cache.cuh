@@ -208,6 +208,19 @@ struct cache_ref {
     return true;
   }
 
+  // Claims the line of key `k` for write-back, as claim_dirty, if the cache
+  // holds it dirty and idle (write-back clustering: neighbours of a line
+  // being written back go with it). `slot` gets its slot, `old_key` the key
+  // it holds once claimed, which is the one to write it under.
+  WARPSTORE_HD bool claim_dirty_key(std::uint64_t k, std::uint32_t& slot,
+                                    std::uint64_t& old_key) const {
+    const std::uint32_t base = set_of(k) * ways;
+    const std::uint32_t w = find_way(base, k);
+    if (w == ways) return false;
+    slot = base + w;
+    return claim_dirty(slot, old_key);
+  }
+
   // After a write-back: the line is clean and valid again (or, if the WRITE
   // failed, still dirty, so a later flush tries again).
   WARPSTORE_HD void finish_write_back(std::uint32_t slot, bool written) const {

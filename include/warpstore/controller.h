@@ -65,6 +65,9 @@ struct controller_stats {
   // commands, and the pwritev calls that carried them.
   std::uint64_t combined_writes = 0;
   std::uint64_t write_calls = 0;
+  // Host controller: nanoseconds FLUSH commands spent in fdatasync (summed
+  // over commands; overlapping ones count each).
+  std::uint64_t sync_ns = 0;
 };
 
 class controller {

@@ -106,14 +106,16 @@ class host_controller::write_combiner {
   };
 
   write_combiner(host_controller& owner, int fd) : owner_(owner), fd_(fd) {}
-  void push(const item& it) {
-    bool first;
+  // Hands over a service thread's round of WRITEs under one lock, so that
+  // neighbours fetched together reach the same batch.
+  void push(const std::vector<item>& items) {
+    bool was_empty;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      pending_.push_back(it);
-      first = pending_.size() == 1;
+      was_empty = pending_.empty();
+      pending_.insert(pending_.end(), items.begin(), items.end());
     }
-    if (first) wake_.notify_one();
+    if (was_empty) wake_.notify_one();
   }
   // Thread body: runs until stop() with nothing pending.
   void run() noexcept;
@@ -170,6 +172,7 @@ class host_controller::worker {
     fault_action fault;               // what the fault policy made of it (tests)
     bool write_hooked = false;        // WRITE: the policy saw write_starting
     std::uint64_t flush_ticket = 0;   // FLUSH: the policy's flush_starting ticket
+    std::uint64_t sync_started = 0;   // FLUSH: steady_ns() when its fdatasync went out
     nvme::status status;
     std::uint32_t queue = 0;  // index into queues_
     std::uint32_t index = 0;  // index into its queue's contexts
@@ -259,7 +262,8 @@ class host_controller::worker {
 
   // Buffered WRITEs handed to the owner's write combiner (null: none).
   write_combiner* combiner_;
-  std::uint32_t combining_ = 0;  // handed over, result not yet collected
+  std::vector<write_combiner::item> to_combine_;  // this round's WRITEs, not yet handed over
+  std::uint32_t combining_ = 0;  // handed over (or about to be), result not yet collected
   std::mutex done_mutex_;
   std::vector<write_combiner::item> done_, done_local_;
   std::atomic<bool> done_ready_{false};
@@ -568,6 +572,7 @@ void host_controller::worker::start_flushes(queue_ctx& q) {
     --q.flush_count;
     io_uring_sqe* sqe = next_sqe();
     if (faults_ != nullptr) f.flush_ticket = faults_->flush_starting();
+    f.sync_started = steady_ns();
     io_uring_prep_fsync(sqe, registered_file_ ? 0 : file_.fd(), IORING_FSYNC_DATASYNC);
     if (registered_file_) sqe->flags |= IOSQE_FIXED_FILE;
     io_uring_sqe_set_data(sqe, &f);
@@ -641,7 +646,8 @@ io_uring_sqe* host_controller::worker::next_sqe() {
 void host_controller::worker::queue_io(command_ctx& c) {
   if (combiner_ != nullptr && c.op == nvme::opcode::write) {
     ++combining_;
-    combiner_->push({this, &c, c.offset + c.done, c.buffer + c.done, c.request_bytes - c.done, 0});
+    to_combine_.push_back(
+        {this, &c, c.offset + c.done, c.buffer + c.done, c.request_bytes - c.done, 0});
     return;
   }
   io_uring_sqe* sqe = next_sqe();
@@ -668,6 +674,10 @@ void host_controller::worker::queue_io(command_ctx& c) {
 }
 
 bool host_controller::worker::submit() {
+  if (!to_combine_.empty()) {
+    combiner_->push(to_combine_);
+    to_combine_.clear();
+  }
   if (unsubmitted_ == 0) return false;
   const int ret = io_uring_submit(&ring_);
   if (ret >= 0) {
@@ -728,6 +738,7 @@ bool host_controller::worker::collect_writes() {
 
 void host_controller::worker::on_result(command_ctx& c, int res) {
   if (c.op == nvme::opcode::flush) {
+    owner_.counters_.sync_ns.fetch_add(steady_ns() - c.sync_started, std::memory_order_relaxed);
     if (res < 0) return fail_io(c, -res, "failed");
     if (faults_ != nullptr && !faults_->flush_finished(c.flush_ticket))
       return fail_io(c, EIO, "lost (power cut)");
@@ -892,6 +903,8 @@ void host_controller::worker::drain() noexcept {
   try {
     flush_counters();
     const std::uint64_t end = steady_ns() + drain_timeout_ns_;
+    combining_ -= static_cast<std::uint32_t>(to_combine_.size());  // never handed over
+    to_combine_.clear();
     if (unsubmitted_ > 0) io_uring_submit(&ring_);
     while ((inflight_ > 0 || combining_ > 0) && steady_ns() < end) {
       if (combining_ > 0) {
@@ -1104,6 +1117,7 @@ controller_stats host_controller::stats() const {
   s.doorbells = counters_.doorbells.load(std::memory_order_relaxed);
   s.combined_writes = counters_.combined_writes.load(std::memory_order_relaxed);
   s.write_calls = counters_.write_calls.load(std::memory_order_relaxed);
+  s.sync_ns = counters_.sync_ns.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -62,6 +62,7 @@ class host_controller final : public controller {
     std::atomic<std::uint64_t> doorbells{0};
     std::atomic<std::uint64_t> combined_writes{0};
     std::atomic<std::uint64_t> write_calls{0};
+    std::atomic<std::uint64_t> sync_ns{0};
   };
 
   // Records the first failure outside any one command; check() raises it.

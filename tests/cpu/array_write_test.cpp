@@ -168,6 +168,57 @@ TEST_P(ArrayWrite, DeviceInitiatedFlush) {
   for (std::uint32_t s = 0; s < c.num_lines; ++s) EXPECT_EQ(c.states[s] & line_state::dirty, 0u);
 }
 
+// Writing back one dirty line takes the dirty lines of its cluster (its
+// aligned group of write_cluster_lines) along, and no line beyond it.
+TEST_P(ArrayWrite, WriteBackTakesTheDirtyLinesOfItsCluster) {
+  options o = write_options(GetParam());
+  o.cache_bytes = 1 << 20;  // 256 lines in 16 sets of 16: the lines below all stay
+  o.ways = 16;
+  array<std::uint64_t> a(file_.path(), 0, o);
+  const array_ref<std::uint64_t> ref = a.ref();
+  constexpr std::uint64_t per_line = 4096 / 8;
+  constexpr std::uint64_t cluster = detail::line_io::write_cluster_lines;
+  const std::uint64_t lines = cluster + 8;  // one whole cluster and part of the next
+  auto word_of = [&](std::uint64_t line) { return line * per_line + 3; };
+  for (std::uint64_t line = 0; line < lines; ++line)
+    ref.store(word_of(line), new_word(word_of(line)));
+  a.check();
+  ASSERT_EQ(a.stats().writebacks, 0u);
+
+  std::uint32_t slot = 0;
+  std::uint64_t key = 0;
+  ASSERT_TRUE(ref.cache.claim_dirty_key(cache_ref::key(ref.source, 5), slot, key));
+  EXPECT_EQ(key, cache_ref::key(ref.source, 5));
+  EXPECT_TRUE(ref.lines().write_back_clustered(1u, true, slot, key));
+  a.check();
+  EXPECT_EQ(a.stats().writebacks, cluster);
+  // The cluster's lines are clean, the next cluster's still dirty.
+  for (std::uint64_t line = 0; line < lines; ++line) {
+    std::uint64_t k = 0;
+    const bool was_dirty = ref.cache.claim_dirty_key(cache_ref::key(ref.source, line), slot, k);
+    EXPECT_EQ(was_dirty, line >= cluster) << "line " << line;
+    if (was_dirty) ref.cache.finish_write_back(slot, false);  // not written: still dirty
+  }
+  if (GetParam().kind == controller_kind::host) {
+    // Only the cluster reached the file.
+    EXPECT_EQ(file_mismatches(file_.path(), ref.size(),
+                              [&](std::uint64_t i) {
+                                return i % per_line == 3 && i / per_line < cluster
+                                           ? new_word(i)
+                                           : tools::pattern_word(i * 8);
+                              }),
+              0u);
+  }
+  a.flush();
+  EXPECT_EQ(file_mismatches(file_.path(), ref.size(),
+                            [&](std::uint64_t i) {
+                              return i % per_line == 3 && i / per_line < lines
+                                         ? new_word(i)
+                                         : tools::pattern_word(i * 8);
+                            }),
+            0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Controllers, ArrayWrite, test::write_cases(), test::write_case_name);
 
 TEST(ArrayWriteReadOnly, StoresToAReadOnlyOpenAreRefused) {

@@ -63,6 +63,52 @@ struct line_io {
     return written;
   }
 
+  // Lines of one write-back cluster. A dirty line goes to storage together
+  // with the dirty, idle lines of its aligned group of this many that the
+  // cache holds, all claimed at once and sent by the warp in one batch, so
+  // the controller receives neighbouring WRITEs together and can merge them
+  // (the host controller's write thread: one pwritev). Evictions pick lines
+  // from all over the cache one at a time; written alone, each would cost a
+  // system call under the file's lock. The neighbours stay cached, clean.
+  static constexpr std::uint32_t write_cluster_lines = 32;
+
+  // Warp-collective like write_back: lanes of `mask` with `active` each
+  // write back the line they claimed (slot, key) together with its cluster.
+  // Returns, per active lane, whether its own line was written; failures of
+  // neighbours are recorded and leave them dirty.
+  WARPSTORE_HD bool write_back_clustered(unsigned mask, bool active, std::uint32_t slot,
+                                         std::uint64_t key) const {
+    const unsigned lanes = warp::popcount(mask);
+    const unsigned rank = warp::rank_in(mask, warp::lane());
+    bool own_written = true;
+    unsigned todo = warp::ballot(mask, active);
+    while (todo) {
+      const unsigned src = warp::first_lane(todo);
+      todo &= todo - 1;
+      const std::uint64_t k = warp::shfl(mask, key, src);
+      const std::uint32_t s = warp::shfl(mask, slot, src);
+      const std::uint64_t line = cache_ref::line_of(k);
+      const std::uint64_t group = line - line % write_cluster_lines;
+      for (std::uint32_t base = 0; base < write_cluster_lines; base += lanes) {
+        // Each lane takes one position of the group; the one at the line
+        // itself carries src's claim.
+        const std::uint64_t at = group + base + rank;
+        const bool in_group = base + rank < write_cluster_lines;
+        const bool carries_own = in_group && at == line;
+        std::uint32_t my_slot = s;
+        std::uint64_t my_key = k;
+        bool claimed = carries_own;
+        if (in_group && !carries_own)
+          claimed = cache.claim_dirty_key(cache_ref::key(cache_ref::source_of(k), at), my_slot,
+                                          my_key);
+        const bool written = write_back(mask, claimed, my_slot, my_key);
+        if (warp::ballot(mask, carries_own && !written) != 0 && warp::lane() == src)
+          own_written = false;
+      }
+    }
+    return own_written;
+  }
+
   // Warp-collective: writes back every dirty line of this array among cache
   // slots [first, first + n). A line being written back by someone else, or
   // pinned, is waited for (bounded): when this returns, every line that was
@@ -88,7 +134,7 @@ struct line_io {
             claimed = cache.claim_dirty(slot, key);
           }
         }
-        write_back(mask, claimed, slot, key);
+        write_back_clustered(mask, claimed, slot, key);
         if (claimed) pending = false;
         if (pending && dl.expired()) {
           pending = false;
