@@ -9,7 +9,8 @@
 # write tests (1 M threads storing through a cache 1/16 of the data, both
 # controllers, both deliveries, file verified), the read tests that cover the
 # changed cache code, and the write-heavy vector add against the tiled
-# baseline, which merges write.vectoradd.vs_tiled into
+# baseline (with the host controller's write-behind, then without it, then
+# the memory controller), which merges write.vectoradd.vs_tiled into
 # bench/results/durability.json. Every step is bounded by `timeout` and
 # independent of the others; logs and results go to $OUT.
 set -uo pipefail
@@ -37,6 +38,14 @@ timeout 30 "$build/bench/warpstore-bench" writes --json "$json" \
   >"$out/bench-writes.log" 2>&1 ||
   { rc=$?; status=1; echo "FAILED: warpstore-bench writes (exit $rc)" | tee -a "$out/summary.log" >&2; }
 tail -12 "$out/bench-writes.log" | tee -a "$out/summary.log" >&2
+
+step "vector add vs tiled (host controller, no write-behind)"
+WARPSTORE_WRITE_BEHIND_BYTES=0 timeout 30 "$build/bench/warpstore-bench" writes --json "$json" \
+  --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
+  --controller host --service-threads 8 --direct off --name write.vectoradd.no_write_behind.vs_tiled \
+  >"$out/bench-writes-no-write-behind.log" 2>&1 ||
+  { rc=$?; status=1; echo "FAILED: warpstore-bench writes, no write-behind (exit $rc)" | tee -a "$out/summary.log" >&2; }
+tail -6 "$out/bench-writes-no-write-behind.log" | tee -a "$out/summary.log" >&2
 
 step "vector add vs tiled (memory controller)"
 timeout 20 "$build/bench/warpstore-bench" writes --json "$json" \

@@ -80,6 +80,8 @@ options options::from_environment() {
     o.uring_depth = static_cast<std::uint32_t>(parse_uint("WARPSTORE_URING_DEPTH", v));
   if (const char* v = env("WARPSTORE_COMBINE_WRITES"))
     o.combine_writes = parse_uint("WARPSTORE_COMBINE_WRITES", v) != 0;
+  if (const char* v = env("WARPSTORE_WRITE_BEHIND_BYTES"))
+    o.write_behind_bytes = parse_uint("WARPSTORE_WRITE_BEHIND_BYTES", v);
   if (const char* v = env("WARPSTORE_TIMEOUT_MS"))
     o.timeout_ns = parse_uint("WARPSTORE_TIMEOUT_MS", v) * 1'000'000ull;
   if (const char* v = env("WARPSTORE_BOUNDS_CHECK"))

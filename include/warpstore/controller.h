@@ -62,9 +62,12 @@ struct controller_stats {
   std::uint64_t bytes = 0;
   std::uint64_t doorbells = 0;  // doorbell reads that found new entries
   // Host controller, buffered writes through its write thread: WRITE
-  // commands, and the pwritev calls that carried them.
+  // commands, the pwritev calls that carried them, and the batches (what was
+  // pending each time the write thread looked) they were merged within.
   std::uint64_t combined_writes = 0;
   std::uint64_t write_calls = 0;
+  std::uint64_t write_batches = 0;
+  std::uint64_t write_behind_starts = 0;  // sync_file_range calls (write-behind)
   // Host controller: nanoseconds FLUSH commands spent in fdatasync (summed
   // over commands; overlapping ones count each).
   std::uint64_t sync_ns = 0;

@@ -14,6 +14,7 @@
 // Nothing in the loop allocates; every wait is bounded.
 #include "controller/host_controller.h"
 
+#include <fcntl.h>
 #include <liburing.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -105,7 +106,8 @@ class host_controller::write_combiner {
     int result;  // bytes written, or -errno
   };
 
-  write_combiner(host_controller& owner, int fd) : owner_(owner), fd_(fd) {}
+  write_combiner(host_controller& owner, int fd, std::uint64_t write_behind_bytes)
+      : owner_(owner), fd_(fd), write_behind_bytes_(write_behind_bytes) {}
   // Hands over a service thread's round of WRITEs under one lock, so that
   // neighbours fetched together reach the same batch.
   void push(const std::vector<item>& items) {
@@ -119,12 +121,19 @@ class host_controller::write_combiner {
   }
   // Thread body: runs until stop() with nothing pending.
   void run() noexcept;
+  // Write-behind thread body (options::write_behind_bytes): runs until stop().
+  void run_behind() noexcept;
   void stop() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       stopping_ = true;
     }
     wake_.notify_one();
+    {
+      std::lock_guard<std::mutex> lock(behind_mutex_);
+      behind_stopping_ = true;
+    }
+    behind_wake_.notify_one();
   }
 
  private:
@@ -138,6 +147,14 @@ class host_controller::write_combiner {
   std::vector<item> pending_;
   bool stopping_ = false;
   std::vector<iovec> iov_;
+  // Write-behind: bytes written since the last start, and the hand-over to
+  // its thread.
+  const std::uint64_t write_behind_bytes_;
+  std::uint64_t unstarted_bytes_ = 0;
+  std::mutex behind_mutex_;
+  std::condition_variable behind_wake_;
+  bool behind_due_ = false;
+  bool behind_stopping_ = false;
 };
 
 // One service thread and the queues it owns.
@@ -961,12 +978,31 @@ void host_controller::write_combiner::run() noexcept {
   }
 }
 
+// Starts writeback of the whole file's dirty pages each time the write thread
+// says enough was written. sync_file_range(WRITE) neither waits for the pages
+// nor makes anything durable (FLUSH does, with fdatasync); it only moves the
+// disk's work ahead, off the write thread. A failure here is left to the
+// fdatasync, which reports writeback errors itself.
+void host_controller::write_combiner::run_behind() noexcept {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(behind_mutex_);
+      behind_wake_.wait(lock, [this] { return behind_due_ || behind_stopping_; });
+      if (behind_stopping_) return;
+      behind_due_ = false;
+    }
+    (void)::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+    owner_.counters_.write_behind_starts.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
 // Sorts the batch by offset, writes each run of neighbours with pwritev, and
 // hands every result back to its service thread.
 void host_controller::write_combiner::execute(std::vector<item>& batch) {
   std::sort(batch.begin(), batch.end(),
             [](const item& a, const item& b) { return a.offset < b.offset; });
   owner_.counters_.combined_writes.fetch_add(batch.size(), std::memory_order_relaxed);
+  owner_.counters_.write_batches.fetch_add(1, std::memory_order_relaxed);
   constexpr std::size_t max_run_bytes = std::size_t{64} << 20;
   std::size_t i = 0;
   while (i < batch.size()) {
@@ -978,7 +1014,16 @@ void host_controller::write_combiner::execute(std::vector<item>& batch) {
     }
     write_run(&batch[i], j - i);
     owner_.counters_.write_calls.fetch_add(1, std::memory_order_relaxed);
+    unstarted_bytes_ += bytes;
     i = j;
+  }
+  if (write_behind_bytes_ != 0 && unstarted_bytes_ >= write_behind_bytes_) {
+    unstarted_bytes_ = 0;
+    {
+      std::lock_guard<std::mutex> lock(behind_mutex_);
+      behind_due_ = true;
+    }
+    behind_wake_.notify_one();
   }
   // Back to the owners, one hand-over per owner.
   std::stable_sort(batch.begin(), batch.end(),
@@ -1064,9 +1109,13 @@ host_controller::host_controller(std::shared_ptr<backing_file> file, const optio
 
   // Buffered writes go through one write thread (see write_combiner).
   if (opts.combine_writes && file_->writable() && !file_->direct()) {
-    combiner_ = std::make_unique<write_combiner>(*this, file_->fd());
+    combiner_ = std::make_unique<write_combiner>(*this, file_->fd(), opts.write_behind_bytes);
     combiner_thread_ = std::thread([c = combiner_.get()] { c->run(); });
     pthread_setname_np(combiner_thread_.native_handle(), "warpstore-wr");
+    if (opts.write_behind_bytes != 0) {
+      behind_thread_ = std::thread([c = combiner_.get()] { c->run_behind(); });
+      pthread_setname_np(behind_thread_.native_handle(), "warpstore-wb");
+    }
   }
 
   // More threads than queues would have nothing to serve.
@@ -1103,6 +1152,7 @@ void host_controller::stop_threads() noexcept {
   // After the workers: their drain waits for the writes they handed over.
   if (combiner_) combiner_->stop();
   if (combiner_thread_.joinable()) combiner_thread_.join();
+  if (behind_thread_.joinable()) behind_thread_.join();
 }
 
 io_ref host_controller::device_ref() const {
@@ -1118,6 +1168,8 @@ controller_stats host_controller::stats() const {
   s.combined_writes = counters_.combined_writes.load(std::memory_order_relaxed);
   s.write_calls = counters_.write_calls.load(std::memory_order_relaxed);
   s.sync_ns = counters_.sync_ns.load(std::memory_order_relaxed);
+  s.write_batches = counters_.write_batches.load(std::memory_order_relaxed);
+  s.write_behind_starts = counters_.write_behind_starts.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -63,6 +63,8 @@ class host_controller final : public controller {
     std::atomic<std::uint64_t> combined_writes{0};
     std::atomic<std::uint64_t> write_calls{0};
     std::atomic<std::uint64_t> sync_ns{0};
+    std::atomic<std::uint64_t> write_batches{0};
+    std::atomic<std::uint64_t> write_behind_starts{0};
   };
 
   // Records the first failure outside any one command; check() raises it.
@@ -84,6 +86,7 @@ class host_controller final : public controller {
   // io_uring). Stops after the workers, so their drain sees their writes end.
   std::unique_ptr<write_combiner> combiner_;
   std::thread combiner_thread_;
+  std::thread behind_thread_;  // write-behind (options::write_behind_bytes)
   // Declared last: threads stop and join before anything they use goes away.
   std::vector<std::unique_ptr<worker>> workers_;
   std::vector<std::thread> threads_;
