@@ -221,6 +221,14 @@ struct cache_ref {
     return claim_dirty(slot, old_key);
   }
 
+  // Whether the cache holds the line of key `k` dirty: a hint, from plain
+  // loads (a flush uses it to find the first dirty line of a cluster).
+  WARPSTORE_HD bool holds_dirty(std::uint64_t k) const {
+    const std::uint32_t base = set_of(k) * ways;
+    const std::uint32_t w = find_way(base, k);
+    return w < ways && (state(base + w).load(detail::memory_order_relaxed) & line_state::dirty) != 0;
+  }
+
   // After a write-back: the line is clean and valid again (or, if the WRITE
   // failed, still dirty, so a later flush tries again).
   WARPSTORE_HD void finish_write_back(std::uint32_t slot, bool written) const {

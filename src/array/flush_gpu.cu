@@ -1,5 +1,6 @@
-// GPU build of the host flush: one kernel writes back the dirty lines (each
-// warp a run of 32 slots), a second sends the FLUSH once all are written.
+// GPU build of the host flush: one kernel writes back the dirty lines cluster
+// by cluster (each warp a run of 32 slots), a second what is left, a third
+// sends the FLUSH once all are written.
 #include "warpstore/cuda_check.h"
 #include "warpstore/detail/line_io.cuh"
 
@@ -8,6 +9,15 @@ namespace warpstore::detail {
 namespace {
 
 constexpr unsigned block_threads = 256;
+
+__global__ void write_back_clusters_kernel(line_io lines) {
+  const std::uint64_t warp_id = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  const std::uint64_t first = warp_id * 32;
+  if (first >= lines.cache.num_lines) return;  // whole warps leave together
+  const std::uint64_t left = lines.cache.num_lines - first;
+  lines.write_back_clusters(0xFFFFFFFFu, static_cast<std::uint32_t>(first),
+                            static_cast<std::uint32_t>(left < 32 ? left : 32));
+}
 
 __global__ void write_back_kernel(line_io lines) {
   const std::uint64_t warp_id = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
@@ -27,6 +37,8 @@ __global__ void flush_kernel(line_io lines) {
 void flush_lines(const line_io& lines) {
   const std::uint64_t threads = (std::uint64_t{lines.cache.num_lines} + 31) / 32 * 32;
   const auto blocks = static_cast<unsigned>((threads + block_threads - 1) / block_threads);
+  write_back_clusters_kernel<<<blocks, block_threads>>>(lines);
+  WARPSTORE_CHECK_LAUNCH();
   write_back_kernel<<<blocks, block_threads>>>(lines);
   WARPSTORE_CHECK_LAUNCH();
   flush_kernel<<<1, 1>>>(lines);

@@ -997,7 +997,7 @@ void host_controller::write_combiner::run_behind() noexcept {
 }
 
 // Sorts the batch by offset, writes each run of neighbours with pwritev, and
-// hands every result back to its service thread.
+// hands each run's results back to their service threads.
 void host_controller::write_combiner::execute(std::vector<item>& batch) {
   std::sort(batch.begin(), batch.end(),
             [](const item& a, const item& b) { return a.offset < b.offset; });
@@ -1015,6 +1015,14 @@ void host_controller::write_combiner::execute(std::vector<item>& batch) {
     write_run(&batch[i], j - i);
     owner_.counters_.write_calls.fetch_add(1, std::memory_order_relaxed);
     unstarted_bytes_ += bytes;
+    // Back to the owners now, not after the whole batch: a batch can take
+    // milliseconds, and GPU warps wait on these completions.
+    for (std::size_t k = i; k < j;) {
+      std::size_t e = k + 1;
+      while (e < j && batch[e].owner == batch[k].owner) ++e;
+      batch[k].owner->writes_done(&batch[k], e - k);
+      k = e;
+    }
     i = j;
   }
   if (write_behind_bytes_ != 0 && unstarted_bytes_ >= write_behind_bytes_) {
@@ -1024,15 +1032,6 @@ void host_controller::write_combiner::execute(std::vector<item>& batch) {
       behind_due_ = true;
     }
     behind_wake_.notify_one();
-  }
-  // Back to the owners, one hand-over per owner.
-  std::stable_sort(batch.begin(), batch.end(),
-                   [](const item& a, const item& b) { return a.owner < b.owner; });
-  for (std::size_t k = 0; k < batch.size();) {
-    std::size_t e = k + 1;
-    while (e < batch.size() && batch[e].owner == batch[k].owner) ++e;
-    batch[k].owner->writes_done(&batch[k], e - k);
-    k = e;
   }
 }
 

@@ -219,6 +219,55 @@ TEST_P(ArrayWrite, WriteBackTakesTheDirtyLinesOfItsCluster) {
             0u);
 }
 
+// A flush's first pass: a cluster is written by whoever finds its first
+// dirty line, whole, and by nobody else.
+TEST_P(ArrayWrite, FlushWritesEachClusterFromItsFirstDirtyLine) {
+  options o = write_options(GetParam());
+  o.cache_bytes = 1 << 20;
+  o.ways = 16;
+  array<std::uint64_t> a(file_.path(), 0, o);
+  const array_ref<std::uint64_t> ref = a.ref();
+  const cache_ref& c = ref.cache;
+  constexpr std::uint64_t per_line = 4096 / 8;
+  constexpr std::uint64_t cluster = detail::line_io::write_cluster_lines;
+  for (std::uint64_t line = 0; line < 2 * cluster; ++line)
+    ref.store(line * per_line, new_word(line * per_line));
+  auto slot_of = [&](std::uint64_t line) {
+    for (std::uint32_t s = 0; s < c.num_lines; ++s)
+      if (c.tag_of(s) == cache_ref::key(ref.source, line)) return s;
+    ADD_FAILURE() << "line " << line << " is not cached";
+    return std::uint32_t{0};
+  };
+  auto dirty_lines = [&](std::uint64_t from, std::uint64_t to) {
+    std::uint64_t n = 0;
+    for (std::uint64_t line = from; line < to; ++line)
+      n += c.holds_dirty(cache_ref::key(ref.source, line));
+    return n;
+  };
+  // Line 5 is not its cluster's first dirty line: left alone.
+  ref.lines().write_back_clusters(1u, slot_of(5), 1);
+  EXPECT_EQ(a.stats().writebacks, 0u);
+  EXPECT_EQ(dirty_lines(0, 2 * cluster), 2 * cluster);
+  // The second cluster's first line takes its whole cluster.
+  ref.lines().write_back_clusters(1u, slot_of(cluster), 1);
+  EXPECT_EQ(a.stats().writebacks, cluster);
+  EXPECT_EQ(dirty_lines(0, cluster), cluster);
+  EXPECT_EQ(dirty_lines(cluster, 2 * cluster), 0u);
+  // Over every slot: the first cluster too, once.
+  ref.lines().write_back_clusters(1u, 0, c.num_lines);
+  a.check();
+  EXPECT_EQ(a.stats().writebacks, 2 * cluster);
+  EXPECT_EQ(dirty_lines(0, 2 * cluster), 0u);
+  a.flush();
+  EXPECT_EQ(file_mismatches(file_.path(), ref.size(),
+                            [&](std::uint64_t i) {
+                              return i % per_line == 0 && i / per_line < 2 * cluster
+                                         ? new_word(i)
+                                         : tools::pattern_word(i * 8);
+                            }),
+            0u);
+}
+
 INSTANTIATE_TEST_SUITE_P(Controllers, ArrayWrite, test::write_cases(), test::write_case_name);
 
 TEST(ArrayWriteReadOnly, StoresToAReadOnlyOpenAreRefused) {

@@ -202,6 +202,7 @@ struct array_ref {
   WARPSTORE_HD bool flush() const {
     const unsigned mask = calling_mask();
     const detail::line_io l = lines();
+    l.write_back_clusters(mask, 0, cache.num_lines);
     bool ok = l.write_back_range(mask, 0, cache.num_lines);
     const unsigned leader = detail::warp::first_lane(mask);
     bool flushed = true;

@@ -109,6 +109,39 @@ struct line_io {
     return own_written;
   }
 
+  // Warp-collective, the first pass of a flush: writes back the dirty lines
+  // of this array among cache slots [first, first + n) a cluster at a time.
+  // A dirty line found in a slot is written, with its cluster, only if no
+  // line before it in its cluster is dirty in the cache: the lane that finds
+  // a cluster's first dirty line takes the whole cluster, so each cluster
+  // reaches the controller as one batch, however its lines are spread over
+  // slots and warps. (Claiming every dirty slot first, as write_back_range
+  // does, leaves the neighbours claimed by other warps: one line per batch.)
+  // What it leaves (pinned lines, lines it raced past) is for
+  // write_back_range, the second pass.
+  WARPSTORE_HD void write_back_clusters(unsigned mask, std::uint32_t first, std::uint32_t n) const {
+    const unsigned lanes = warp::popcount(mask);
+    const unsigned rank = warp::rank_in(mask, warp::lane());
+    for (std::uint32_t base = 0; base < n; base += lanes) {
+      const std::uint32_t slot = first + base + rank;
+      bool lead = false;
+      std::uint64_t key = 0;
+      if (base + rank < n) {
+        const std::uint32_t s = cache.state_of(slot);
+        const std::uint64_t k = cache.tag_of(slot);
+        if ((s & (line_state::valid | line_state::dirty)) == (line_state::valid | line_state::dirty) &&
+            k != 0 && cache_ref::source_of(k) == source) {
+          const std::uint64_t line = cache_ref::line_of(k);
+          lead = true;
+          for (std::uint64_t j = line - line % write_cluster_lines; lead && j < line; ++j)
+            lead = !cache.holds_dirty(cache_ref::key(source, j));
+          lead = lead && cache.claim_dirty(slot, key);
+        }
+      }
+      write_back_clustered(mask, lead, slot, key);
+    }
+  }
+
   // Warp-collective: writes back every dirty line of this array among cache
   // slots [first, first + n). A line being written back by someone else, or
   // pinned, is waited for (bounded): when this returns, every line that was
@@ -158,8 +191,8 @@ struct line_io {
 };
 
 // Host side of a flush, per target (src/array/flush_{gpu.cu,cpu.cpp}): writes
-// back every dirty line of `lines`' array across the whole cache, then one
-// FLUSH; returns when both are done. Errors go to lines.errors.
+// back every dirty line of `lines`' array across the whole cache (clusters
+// first, then what is left), then one FLUSH; returns when all is done. Errors go to lines.errors.
 void flush_lines(const line_io& lines);
 
 }  // namespace warpstore::detail
