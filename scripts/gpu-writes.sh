@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU run of the write path (issue 4) in one command, on the GPU machine,
 # from the checkout (about 2 to 3 minutes, build included; the steps'
-# timeouts add up to 220 s):
+# timeouts add up to 435 s):
 #
 #   source .deps/unpack-deps.sh; scripts/gpu-writes.sh
 #
@@ -32,7 +32,7 @@ grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/gpu-read-tests.log" | tee 
 
 step "vector add vs tiled (host controller)"
 json="$root/bench/results/durability.json"
-timeout 30 "$build/bench/warpstore-bench" writes --json "$json" \
+timeout 90 "$build/bench/warpstore-bench" writes --json "$json" \
   --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
   --controller host --service-threads 8 --direct off --name write.vectoradd.vs_tiled \
   >"$out/bench-writes.log" 2>&1 ||
@@ -40,7 +40,7 @@ timeout 30 "$build/bench/warpstore-bench" writes --json "$json" \
 tail -12 "$out/bench-writes.log" | tee -a "$out/summary.log" >&2
 
 step "vector add vs tiled (host controller, no write-behind)"
-WARPSTORE_WRITE_BEHIND_BYTES=0 timeout 30 "$build/bench/warpstore-bench" writes --json "$json" \
+WARPSTORE_WRITE_BEHIND_BYTES=0 timeout 90 "$build/bench/warpstore-bench" writes --json "$json" \
   --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
   --controller host --service-threads 8 --direct off --name write.vectoradd.no_write_behind.vs_tiled \
   >"$out/bench-writes-no-write-behind.log" 2>&1 ||
@@ -48,7 +48,7 @@ WARPSTORE_WRITE_BEHIND_BYTES=0 timeout 30 "$build/bench/warpstore-bench" writes 
 tail -6 "$out/bench-writes-no-write-behind.log" | tee -a "$out/summary.log" >&2
 
 step "vector add vs tiled (memory controller)"
-timeout 20 "$build/bench/warpstore-bench" writes --json "$json" \
+timeout 90 "$build/bench/warpstore-bench" writes --json "$json" \
   --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
   --controller memory --direct off --name write.vectoradd.memory.vs_tiled \
   >"$out/bench-writes-memory.log" 2>&1 ||
