@@ -163,7 +163,14 @@ struct cache_ref {
       std::uint32_t s = state(i).load(detail::memory_order_relaxed);
       if ((s & (line_state::pins | line_state::busy)) != 0) continue;
       if ((s & line_state::dirty) != 0) {
-        if (dirty_way == ways) dirty_way = w;
+        // Dirty lines get a second chance too (a written line starts
+        // referenced): the one written back is one the clock passed since its
+        // last write, whose neighbours were most likely written by then as
+        // well, so its write-back cluster goes out whole.
+        if ((s & line_state::referenced) != 0 && step < ways)
+          state(i).fetch_and(~line_state::referenced, detail::memory_order_relaxed);
+        else if (dirty_way == ways)
+          dirty_way = w;
         continue;
       }
       if ((s & line_state::referenced) != 0 && step < ways) {  // second chance
@@ -255,9 +262,11 @@ struct cache_ref {
   }
 
   // After a fill: publish the line valid (its bytes ordered before the flag),
-  // and dirty if its filler wrote to it. A claimed line is never dirty.
+  // and dirty and referenced if its filler wrote to it. A claimed line is
+  // never dirty nor referenced.
   WARPSTORE_HD void publish(std::uint32_t slot, std::uint32_t bytes, bool dirty = false) const {
-    state(slot).fetch_xor(line_state::busy | line_state::valid | (dirty ? line_state::dirty : 0u),
+    constexpr std::uint32_t written = line_state::dirty | line_state::referenced;
+    state(slot).fetch_xor(line_state::busy | line_state::valid | (dirty ? written : 0u),
                           detail::memory_order_release);
     if (bytes != 0) count(&cache_counters::bytes_read, bytes);
   }

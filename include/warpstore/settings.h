@@ -37,10 +37,11 @@ struct options {
   // sorts what is pending and merges neighbours into one pwritev
   // (WARPSTORE_COMBINE_WRITES = 0 | 1). O_DIRECT writes go through io_uring.
   bool combine_writes = true;
-  // Write-behind, with the write thread: each time it has written this many
-  // bytes, a helper thread asks the kernel to start writing the file's dirty
-  // pages to storage (sync_file_range, no waiting), so the next FLUSH's
-  // fdatasync finds less left (WARPSTORE_WRITE_BEHIND_BYTES; 0: off).
+  // Write-behind: each time the host controller's write thread (or the
+  // memory controller's write-out at a flush) has written this many bytes,
+  // the kernel is asked to start writing the file's dirty pages to storage
+  // (sync_file_range, no waiting), so the fdatasync that follows finds less
+  // left (WARPSTORE_WRITE_BEHIND_BYTES; 0: off).
   std::uint64_t write_behind_bytes = std::uint64_t{32} << 20;
   // Waits (WARPSTORE_TIMEOUT_MS): any spin longer than this is an error.
   std::uint64_t timeout_ns = 10'000'000'000ull;

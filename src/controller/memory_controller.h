@@ -14,7 +14,10 @@ namespace warpstore {
 class memory_controller final : public controller {
  public:
   // Reads the whole file into pinned memory with `loader_threads` threads.
-  memory_controller(std::shared_ptr<backing_file> file, unsigned loader_threads);
+  // make_durable() starts writeback every `write_behind_bytes` it wrote (0:
+  // never; options::write_behind_bytes).
+  memory_controller(std::shared_ptr<backing_file> file, unsigned loader_threads,
+                    std::uint64_t write_behind_bytes = 0);
 
   const char* name() const override { return "memory"; }
   io_ref device_ref() const override;
@@ -29,6 +32,7 @@ class memory_controller final : public controller {
   runtime::host_mapped_ptr<std::uint32_t> dirty_;  // writable files only
   std::uint64_t chunks_ = 0;
   std::uint64_t capacity_blocks_;
+  std::uint64_t write_behind_bytes_;
 };
 
 }  // namespace warpstore

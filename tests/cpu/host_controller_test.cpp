@@ -587,6 +587,7 @@ TEST_P(HostControllerWrites, NeighbouringWritesLandWholeWithOrWithoutTheWriteThr
   pattern_file f(bytes);
   options o = test_options(delivery::gpu_pull, 4, 16, 2);
   o.combine_writes = combine;
+  o.write_behind_bytes = 16 << 10;  // the write thread starts writeback as it goes
   auto ctl = std::make_unique<host_controller>(
       std::make_shared<backing_file>(f.path(), o.direct, file_access::read_write), o, 4096);
   const io_ref io = ctl->device_ref();
@@ -608,14 +609,25 @@ TEST_P(HostControllerWrites, NeighbouringWritesLandWholeWithOrWithoutTheWriteThr
     });
   for (auto& t : threads) t.join();
   EXPECT_EQ(bad.load(), 0u);
-  const controller_stats s = ctl->stats();
+  controller_stats s = ctl->stats();
+  EXPECT_GT(s.sync_ns, 0u);  // the FLUSHes ran fdatasync
   if (combine) {
     EXPECT_EQ(s.combined_writes, std::uint64_t{lanes} * per_lane);
     EXPECT_GE(s.write_calls, 1u);
     EXPECT_LE(s.write_calls, s.combined_writes);
+    EXPECT_GE(s.write_batches, 1u);
+    EXPECT_LE(s.write_batches, s.write_calls);
+    // 1 MiB written, writeback started every 16 KiB: the helper thread ran
+    // (it runs apart from the writes: give it a moment).
+    for (int i = 0; i < 500 && s.write_behind_starts == 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      s = ctl->stats();
+    }
+    EXPECT_GE(s.write_behind_starts, 1u);
   } else {
     EXPECT_EQ(s.combined_writes, 0u);
     EXPECT_EQ(s.write_calls, 0u);
+    EXPECT_EQ(s.write_behind_starts, 0u);
   }
   // Through the queues, then on disk after the controller is gone.
   std::vector<std::byte> got(blocks * block);

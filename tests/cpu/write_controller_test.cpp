@@ -215,10 +215,15 @@ INSTANTIATE_TEST_SUITE_P(Deliveries, HostWrite,
                          ::testing::Values(delivery::gpu_pull, delivery::copy_engine),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
-TEST(MemoryWrite, WritesReachTheFileOnlyWhenMadeDurable) {
+// Without write-behind, and starting writeback every 64 KiB of the write-out.
+class MemoryWrite : public ::testing::TestWithParam<std::uint64_t> {};
+
+TEST_P(MemoryWrite, WritesReachTheFileOnlyWhenMadeDurable) {
   test::pattern_file f(2 << 20);
+  const std::vector<char> none(f.bytes() / block, 0);  // no block written
   auto ctl = std::make_shared<memory_controller>(
-      std::make_shared<backing_file>(f.path(), direct_io::off, file_access::read_write), 2);
+      std::make_shared<backing_file>(f.path(), direct_io::off, file_access::read_write), 2,
+      GetParam());
   const io_ref io = ctl->device_ref();
   std::atomic<int> failures{0};
   const std::vector<char> written = random_writes(io, f.bytes(), 4, 200, failures);
@@ -227,11 +232,18 @@ TEST(MemoryWrite, WritesReachTheFileOnlyWhenMadeDurable) {
   // Visible to reads at once, in the file only after make_durable().
   std::vector<std::byte> line(4096);
   ASSERT_TRUE(io.read(1u, true, io_request{0, 8, line.data()}).success());
+  EXPECT_EQ(mismatches(read_file(f.path()), none), 0u);
+  ctl->make_durable();
+  EXPECT_EQ(mismatches(read_file(f.path()), written), 0u);
+  // Nothing left dirty: a second write-out changes nothing.
   ctl->make_durable();
   EXPECT_EQ(mismatches(read_file(f.path()), written), 0u);
 }
 
-TEST(MemoryWrite, ReadOnlyOpenRefusesWrites) {
+INSTANTIATE_TEST_SUITE_P(WriteBehind, MemoryWrite, ::testing::Values(0u, 64u << 10),
+                         [](const auto& info) { return "every_" + std::to_string(info.param); });
+
+TEST(MemoryWriteReadOnly, ReadOnlyOpenRefusesWrites) {
   test::pattern_file f(1 << 20);
   auto ctl = std::make_shared<memory_controller>(
       std::make_shared<backing_file>(f.path(), direct_io::off, file_access::read_only), 2);
