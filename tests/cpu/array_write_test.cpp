@@ -56,6 +56,16 @@ std::uint64_t file_mismatches(const std::string& path, std::uint64_t words, Want
   return bad;
 }
 
+// Words of the file that differ from: word `at` of each of lines
+// [0, lines) (of `per_line` words) new, every other word the original.
+std::uint64_t lines_written_mismatches(const std::string& path, std::uint64_t words,
+                                       std::uint64_t per_line, std::uint64_t at,
+                                       std::uint64_t lines) {
+  return file_mismatches(path, words, [&](std::uint64_t i) {
+    return i % per_line == at && i / per_line < lines ? new_word(i) : tools::pattern_word(i * 8);
+  });
+}
+
 class ArrayWrite : public ::testing::TestWithParam<setup> {
  protected:
   test::pattern_file file_{8 << 20};
@@ -201,22 +211,10 @@ TEST_P(ArrayWrite, WriteBackTakesTheDirtyLinesOfItsCluster) {
   }
   if (GetParam().kind == controller_kind::host) {
     // Only the cluster reached the file.
-    EXPECT_EQ(file_mismatches(file_.path(), ref.size(),
-                              [&](std::uint64_t i) {
-                                return i % per_line == 3 && i / per_line < cluster
-                                           ? new_word(i)
-                                           : tools::pattern_word(i * 8);
-                              }),
-              0u);
+    EXPECT_EQ(lines_written_mismatches(file_.path(), ref.size(), per_line, 3, cluster), 0u);
   }
   a.flush();
-  EXPECT_EQ(file_mismatches(file_.path(), ref.size(),
-                            [&](std::uint64_t i) {
-                              return i % per_line == 3 && i / per_line < lines
-                                         ? new_word(i)
-                                         : tools::pattern_word(i * 8);
-                            }),
-            0u);
+  EXPECT_EQ(lines_written_mismatches(file_.path(), ref.size(), per_line, 3, lines), 0u);
 }
 
 // A flush's first pass: a cluster is written by whoever finds its first
@@ -259,13 +257,7 @@ TEST_P(ArrayWrite, FlushWritesEachClusterFromItsFirstDirtyLine) {
   EXPECT_EQ(a.stats().writebacks, 2 * cluster);
   EXPECT_EQ(dirty_lines(0, 2 * cluster), 0u);
   a.flush();
-  EXPECT_EQ(file_mismatches(file_.path(), ref.size(),
-                            [&](std::uint64_t i) {
-                              return i % per_line == 0 && i / per_line < 2 * cluster
-                                         ? new_word(i)
-                                         : tools::pattern_word(i * 8);
-                            }),
-            0u);
+  EXPECT_EQ(lines_written_mismatches(file_.path(), ref.size(), per_line, 0, 2 * cluster), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Controllers, ArrayWrite, test::write_cases(), test::write_case_name);
