@@ -342,6 +342,7 @@ void run_writes(const parsed_args& args, report& out) {
                  .add("kernel_writes", u64(w.writes_at_kernel_end.combined_writes))
                  .add("kernel_write_calls", u64(w.writes_at_kernel_end.write_calls))
                  .add("write_behind_bytes", u64(opts.write_behind_bytes))
+                 .add("eager_write_back", opts.eager_write_back)
                  .add("write_behind_starts", u64(w.writes.write_behind_starts))
                  .add("tiled_seconds", t.seconds)
                  .add("tiled_seconds_all", as_json(tiled_secs))

@@ -82,6 +82,8 @@ options options::from_environment() {
     o.combine_writes = parse_uint("WARPSTORE_COMBINE_WRITES", v) != 0;
   if (const char* v = env("WARPSTORE_WRITE_BEHIND_BYTES"))
     o.write_behind_bytes = parse_uint("WARPSTORE_WRITE_BEHIND_BYTES", v);
+  if (const char* v = env("WARPSTORE_EAGER_WRITE_BACK"))
+    o.eager_write_back = parse_uint("WARPSTORE_EAGER_WRITE_BACK", v) != 0;
   if (const char* v = env("WARPSTORE_TIMEOUT_MS"))
     o.timeout_ns = parse_uint("WARPSTORE_TIMEOUT_MS", v) * 1'000'000ull;
   if (const char* v = env("WARPSTORE_BOUNDS_CHECK"))

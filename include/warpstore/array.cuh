@@ -74,6 +74,7 @@ class array_base {
     r.elems_per_line_log2 = elems_per_line_log2_;
     r.bounds_check = bounds_check_;
     r.writable = controller_->file().writable();
+    r.eager_write_back = eager_write_back_;
     return r;
   }
 
@@ -87,6 +88,7 @@ class array_base {
   std::uint32_t source_;
   std::uint32_t elems_per_line_log2_;
   bool bounds_check_;
+  bool eager_write_back_;
 };
 
 }  // namespace detail

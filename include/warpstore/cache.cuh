@@ -228,12 +228,13 @@ struct cache_ref {
     return claim_dirty(slot, old_key);
   }
 
-  // Whether the cache holds the line of key `k` dirty: a hint, from plain
-  // loads (a flush uses it to find the first dirty line of a cluster).
-  WARPSTORE_HD bool holds_dirty(std::uint64_t k) const {
+  // The state word of the line of key `k` if the cache holds it, else 0: a
+  // hint, from plain loads (a flush looks for a cluster's first dirty line,
+  // eager write-back for a whole cluster of dirty, idle lines).
+  WARPSTORE_HD std::uint32_t state_of_key(std::uint64_t k) const {
     const std::uint32_t base = set_of(k) * ways;
     const std::uint32_t w = find_way(base, k);
-    return w < ways && (state(base + w).load(detail::memory_order_relaxed) & line_state::dirty) != 0;
+    return w == ways ? 0u : state(base + w).load(detail::memory_order_relaxed);
   }
 
   // After a write-back: the line is clean and valid again (or, if the WRITE

@@ -43,6 +43,12 @@ struct options {
   // (sync_file_range, no waiting), so the fdatasync that follows finds less
   // left (WARPSTORE_WRITE_BEHIND_BYTES; 0: off).
   std::uint64_t write_behind_bytes = std::uint64_t{32} << 20;
+  // Eager write-back (WARPSTORE_EAGER_WRITE_BACK = 0 | 1): a warp whose
+  // write_span completes a whole write-back cluster of lines (all 32 dirty,
+  // none in use) writes the cluster back at once, so streaming output goes to
+  // storage in whole clusters while the kernel runs rather than at eviction
+  // or flush.
+  bool eager_write_back = true;
   // Waits (WARPSTORE_TIMEOUT_MS): any spin longer than this is an error.
   std::uint64_t timeout_ns = 10'000'000'000ull;
   // Device-side index checks (WARPSTORE_BOUNDS_CHECK = 0 | 1).

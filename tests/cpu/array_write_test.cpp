@@ -239,7 +239,7 @@ TEST_P(ArrayWrite, FlushWritesEachClusterFromItsFirstDirtyLine) {
   auto dirty_lines = [&](std::uint64_t from, std::uint64_t to) {
     std::uint64_t n = 0;
     for (std::uint64_t line = from; line < to; ++line)
-      n += c.holds_dirty(cache_ref::key(ref.source, line));
+      n += (c.state_of_key(cache_ref::key(ref.source, line)) & line_state::dirty) != 0;
     return n;
   };
   // Line 5 is not its cluster's first dirty line: left alone.
@@ -258,6 +258,37 @@ TEST_P(ArrayWrite, FlushWritesEachClusterFromItsFirstDirtyLine) {
   EXPECT_EQ(dirty_lines(0, 2 * cluster), 0u);
   a.flush();
   EXPECT_EQ(lines_written_mismatches(file_.path(), ref.size(), per_line, 0, 2 * cluster), 0u);
+}
+
+// Eager write-back: the write_span that completes a cluster writes it back;
+// one line short of it, nothing goes; turned off, nothing goes before the
+// flush.
+TEST_P(ArrayWrite, WriteSpanThatCompletesAClusterWritesItBack) {
+  constexpr std::uint64_t per_line = 4096 / 8;
+  constexpr std::uint64_t cluster = detail::line_io::write_cluster_lines;
+  std::vector<std::uint64_t> in(cluster * per_line);
+  for (std::uint64_t k = 0; k < in.size(); ++k) in[k] = new_word(k);
+  auto written_below = [](std::uint64_t words) {
+    return [words](std::uint64_t i) { return i < words ? new_word(i) : tools::pattern_word(i * 8); };
+  };
+  for (const bool eager : {true, false}) {
+    options o = write_options(GetParam());
+    o.cache_bytes = 1 << 20;
+    o.ways = 16;
+    o.eager_write_back = eager;
+    array<std::uint64_t> a(file_.path(), 0, o);
+    const array_ref<std::uint64_t> ref = a.ref();
+    ASSERT_TRUE(ref.write_span(0, (cluster - 1) * per_line, in.data()));
+    EXPECT_EQ(a.stats().writebacks, 0u) << "eager " << eager;
+    ASSERT_TRUE(ref.write_span((cluster - 1) * per_line, per_line, &in[(cluster - 1) * per_line]));
+    a.check();
+    EXPECT_EQ(a.stats().writebacks, eager ? cluster : 0u) << "eager " << eager;
+    if (eager && GetParam().kind == controller_kind::host) {  // in the file before any flush
+      EXPECT_EQ(file_mismatches(file_.path(), ref.size(), written_below(in.size())), 0u);
+    }
+    a.flush();
+    EXPECT_EQ(file_mismatches(file_.path(), ref.size(), written_below(in.size())), 0u);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Controllers, ArrayWrite, test::write_cases(), test::write_case_name);

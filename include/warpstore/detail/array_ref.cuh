@@ -72,6 +72,7 @@ struct array_ref {
   std::uint32_t elems_per_line_log2;
   bool bounds_check;
   bool writable;              // the backing file was opened read-write
+  bool eager_write_back;      // options::eager_write_back
 
   WARPSTORE_HD std::uint64_t size() const { return count; }
 
@@ -188,6 +189,9 @@ struct array_ref {
           },
           take == per_line);
       all_ok = all_ok && g.ok;
+      // Every lane had the same line: g.ok is the warp's.
+      if (eager_write_back && take == per_line && g.ok)
+        all_ok = lines().write_back_if_whole(mask, line, line_of(count - 1) + 1) && all_ok;
       done += take;
     }
     return all_ok;

@@ -109,6 +109,36 @@ struct line_io {
     return own_written;
   }
 
+  // Warp-collective, after the warp wrote line `line` of this array (of
+  // `lines` lines) whole: if that completed its cluster, every line of it
+  // dirty and idle in the cache (lines past the array's end count as
+  // there), writes the cluster back now. A streaming writer's output thus
+  // reaches the controller in whole clusters while the kernel runs, and its
+  // lines are clean by the time they are evicted. Returns false if a write
+  // failed (recorded).
+  WARPSTORE_HD bool write_back_if_whole(unsigned mask, std::uint64_t line,
+                                        std::uint64_t lines) const {
+    const unsigned lanes = warp::popcount(mask);
+    const unsigned rank = warp::rank_in(mask, warp::lane());
+    const std::uint64_t group = line - line % write_cluster_lines;
+    for (std::uint32_t base = 0; base < write_cluster_lines; base += lanes) {
+      const std::uint64_t at = group + base + rank;
+      constexpr std::uint32_t idle_dirty = line_state::valid | line_state::dirty;
+      const bool ready =
+          base + rank >= write_cluster_lines || at >= lines ||
+          (cache.state_of_key(cache_ref::key(source, at)) &
+           (line_state::pins | line_state::busy | idle_dirty)) == idle_dirty;
+      if (warp::ballot(mask, !ready) != 0) return true;  // not whole yet
+    }
+    const unsigned leader = warp::first_lane(mask);
+    std::uint32_t slot = 0;
+    std::uint64_t key = 0;
+    const bool claimed = warp::lane() == leader &&
+                         cache.claim_dirty_key(cache_ref::key(source, line), slot, key);
+    const bool written = write_back_clustered(mask, claimed, slot, key);
+    return warp::ballot(mask, claimed && !written) == 0;
+  }
+
   // Warp-collective, the first pass of a flush: writes back the dirty lines
   // of this array among cache slots [first, first + n) a cluster at a time.
   // A dirty line found in a slot is written, with its cluster, only if no
@@ -134,7 +164,7 @@ struct line_io {
           const std::uint64_t line = cache_ref::line_of(k);
           lead = true;
           for (std::uint64_t j = line - line % write_cluster_lines; lead && j < line; ++j)
-            lead = !cache.holds_dirty(cache_ref::key(source, j));
+            lead = (cache.state_of_key(cache_ref::key(source, j)) & line_state::dirty) == 0;
           lead = lead && cache.claim_dirty(slot, key);
         }
       }
