@@ -31,38 +31,25 @@ timeout 15 "$build/tests/gpu/gpu_array_read_test" \
   { rc=$?; status=1; echo "FAILED: gpu_array_read_test (exit $rc)" | tee -a "$out/summary.log" >&2; }
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/gpu-read-tests.log" | tee -a "$out/summary.log" >&2
 
-step "vector add vs tiled (host controller)"
 json="$root/bench/results/durability.json"
-timeout 90 "$build/bench/warpstore-bench" writes --json "$json" \
-  --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
-  --controller host --service-threads 8 --direct off --name write.vectoradd.vs_tiled \
-  >"$out/bench-writes.log" 2>&1 ||
-  { rc=$?; status=1; echo "FAILED: warpstore-bench writes (exit $rc)" | tee -a "$out/summary.log" >&2; }
-tail -12 "$out/bench-writes.log" | tee -a "$out/summary.log" >&2
-
-step "vector add vs tiled (host controller, no write-behind)"
-WARPSTORE_WRITE_BEHIND_BYTES=0 timeout 90 "$build/bench/warpstore-bench" writes --json "$json" \
-  --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
-  --controller host --service-threads 8 --direct off --name write.vectoradd.no_write_behind.vs_tiled \
-  >"$out/bench-writes-no-write-behind.log" 2>&1 ||
-  { rc=$?; status=1; echo "FAILED: warpstore-bench writes, no write-behind (exit $rc)" | tee -a "$out/summary.log" >&2; }
-tail -6 "$out/bench-writes-no-write-behind.log" | tee -a "$out/summary.log" >&2
-
-step "vector add vs tiled (host controller, no eager write-back)"
-WARPSTORE_EAGER_WRITE_BACK=0 timeout 90 "$build/bench/warpstore-bench" writes --json "$json" \
-  --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
-  --controller host --service-threads 8 --direct off --name write.vectoradd.no_eager_write_back.vs_tiled \
-  >"$out/bench-writes-no-eager.log" 2>&1 ||
-  { rc=$?; status=1; echo "FAILED: warpstore-bench writes, no eager write-back (exit $rc)" | tee -a "$out/summary.log" >&2; }
-tail -6 "$out/bench-writes-no-eager.log" | tee -a "$out/summary.log" >&2
-
-step "vector add vs tiled (memory controller)"
-timeout 90 "$build/bench/warpstore-bench" writes --json "$json" \
-  --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
-  --controller memory --direct off --name write.vectoradd.memory.vs_tiled \
-  >"$out/bench-writes-memory.log" 2>&1 ||
-  { rc=$?; status=1; echo "FAILED: warpstore-bench writes --controller memory (exit $rc)" | tee -a "$out/summary.log" >&2; }
-tail -6 "$out/bench-writes-memory.log" | tee -a "$out/summary.log" >&2
+# vector_add TITLE LOG NAME CONTROLLER [VAR=VALUE...]: one vector-add result,
+# the environment settings given applied to warpstore's side.
+vector_add() {
+  local title=$1 log=$2 name=$3 controller=$4
+  shift 4
+  step "vector add vs tiled ($title)"
+  env "$@" timeout 90 "$build/bench/warpstore-bench" writes --json "$json" \
+    --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
+    --controller "$controller" --service-threads 8 --direct off --name "$name" \
+    >"$out/$log" 2>&1 || fail "warpstore-bench writes, $title (exit $?)"
+  tail -6 "$out/$log" | tee -a "$out/summary.log" >&2
+}
+vector_add "host controller" bench-writes.log write.vectoradd.vs_tiled host
+vector_add "host controller, no write-behind" bench-writes-no-write-behind.log \
+  write.vectoradd.no_write_behind.vs_tiled host WARPSTORE_WRITE_BEHIND_BYTES=0
+vector_add "host controller, no eager write-back" bench-writes-no-eager.log \
+  write.vectoradd.no_eager_write_back.vs_tiled host WARPSTORE_EAGER_WRITE_BACK=0
+vector_add "memory controller" bench-writes-memory.log write.vectoradd.memory.vs_tiled memory
 
 cp "$json" "$out/" 2>/dev/null
 rm -f /tmp/warpstore-writes.dat.out
