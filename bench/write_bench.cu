@@ -260,7 +260,8 @@ warpstore_trial run_warpstore(const std::string& in_path, const std::string& out
 std::size_t median_index(const std::vector<double>& secs) {
   std::vector<std::size_t> order(secs.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return secs[a] < secs[b]; });
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return secs[a] < secs[b]; });
   return order[(order.size() - 1) / 2];
 }
 

@@ -269,7 +269,8 @@ TEST_P(ArrayWrite, WriteSpanThatCompletesAClusterWritesItBack) {
   std::vector<std::uint64_t> in(cluster * per_line);
   for (std::uint64_t k = 0; k < in.size(); ++k) in[k] = new_word(k);
   auto written_below = [](std::uint64_t words) {
-    return [words](std::uint64_t i) { return i < words ? new_word(i) : tools::pattern_word(i * 8); };
+    return
+        [words](std::uint64_t i) { return i < words ? new_word(i) : tools::pattern_word(i * 8); };
   };
   for (const bool eager : {true, false}) {
     options o = write_options(GetParam());

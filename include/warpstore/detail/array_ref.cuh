@@ -334,8 +334,7 @@ struct array_ref {
       // that needed the room: the line stays dirty, and retrying would only
       // fail again until the deadline (a device gone, a power cut).
       bool written_back = true;
-      if (wrote_back)
-        written_back = l.write_back_clustered(mask, writing_back, r.slot, r.old_key);
+      if (wrote_back) written_back = l.write_back_clustered(mask, writing_back, r.slot, r.old_key);
       // 0: retry (or wrote a line back), 1: line pinned, 2: fill failed
       // (pins held, no data), 3: write-back failed (no pins)
       const bool granted = r.kind == acquire_kind::hit || r.kind == acquire_kind::fill;

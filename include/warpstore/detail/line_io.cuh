@@ -99,8 +99,8 @@ struct line_io {
         std::uint64_t my_key = k;
         bool claimed = carries_own;
         if (in_group && !carries_own)
-          claimed = cache.claim_dirty_key(cache_ref::key(cache_ref::source_of(k), at), my_slot,
-                                          my_key);
+          claimed =
+              cache.claim_dirty_key(cache_ref::key(cache_ref::source_of(k), at), my_slot, my_key);
         const bool written = write_back(mask, claimed, my_slot, my_key);
         if (warp::ballot(mask, carries_own && !written) != 0 && warp::lane() == src)
           own_written = false;
@@ -124,17 +124,16 @@ struct line_io {
     for (std::uint32_t base = 0; base < write_cluster_lines; base += lanes) {
       const std::uint64_t at = group + base + rank;
       constexpr std::uint32_t idle_dirty = line_state::valid | line_state::dirty;
-      const bool ready =
-          base + rank >= write_cluster_lines || at >= lines ||
-          (cache.state_of_key(cache_ref::key(source, at)) &
-           (line_state::pins | line_state::busy | idle_dirty)) == idle_dirty;
+      const bool ready = base + rank >= write_cluster_lines || at >= lines ||
+                         (cache.state_of_key(cache_ref::key(source, at)) &
+                          (line_state::pins | line_state::busy | idle_dirty)) == idle_dirty;
       if (warp::ballot(mask, !ready) != 0) return true;  // not whole yet
     }
     const unsigned leader = warp::first_lane(mask);
     std::uint32_t slot = 0;
     std::uint64_t key = 0;
-    const bool claimed = warp::lane() == leader &&
-                         cache.claim_dirty_key(cache_ref::key(source, line), slot, key);
+    const bool claimed =
+        warp::lane() == leader && cache.claim_dirty_key(cache_ref::key(source, line), slot, key);
     const bool written = write_back_clustered(mask, claimed, slot, key);
     return warp::ballot(mask, claimed && !written) == 0;
   }
@@ -159,7 +158,8 @@ struct line_io {
       if (base + rank < n) {
         const std::uint32_t s = cache.state_of(slot);
         const std::uint64_t k = cache.tag_of(slot);
-        if ((s & (line_state::valid | line_state::dirty)) == (line_state::valid | line_state::dirty) &&
+        if ((s & (line_state::valid | line_state::dirty)) ==
+                (line_state::valid | line_state::dirty) &&
             k != 0 && cache_ref::source_of(k) == source) {
           const std::uint64_t line = cache_ref::line_of(k);
           lead = true;
@@ -222,7 +222,8 @@ struct line_io {
 
 // Host side of a flush, per target (src/array/flush_{gpu.cu,cpu.cpp}): writes
 // back every dirty line of `lines`' array across the whole cache (clusters
-// first, then what is left), then one FLUSH; returns when all is done. Errors go to lines.errors.
+// first, then what is left), then one FLUSH; returns when all is done.
+// Errors go to lines.errors.
 void flush_lines(const line_io& lines);
 
 }  // namespace warpstore::detail
