@@ -8,6 +8,10 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 source "$root/scripts/deps.sh"
+# scikit-build-core looks for CMake 3.28+ on PATH: put the one deps.sh chose
+# first (the system's may be older).
+PATH="$(dirname "$(command -v "$WARPSTORE_CMAKE")"):$PATH"
+export PATH
 venv=${WARPSTORE_PY_VENV:-$root/.venv}
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
 py=$venv/bin/python
