@@ -102,16 +102,26 @@ WARPSTORE_HD inline void unite(std::uint32_t* parent, std::uint32_t a, std::uint
   }
 }
 
-// Connected components: every edge (v, u) with u < v is united once.
+// Connected components of a symmetric graph: every edge (v, u) with u < v
+// is united once. With `lower_only` (the default) a warp reads only the
+// prefix of v's sorted list that holds those edges (for_each_lower), so each
+// undirected edge is read once; otherwise it reads the whole list.
 template <class G>
 struct cc_unite {
   G g;
   std::uint32_t* parent;
+  bool lower_only = true;
 
   WARPSTORE_HD void operator()(std::uint64_t warp, std::uint64_t warps) const {
     for_vertices(
         g, warp, warps, [](std::uint64_t) { return true; },
         [&](unsigned mask, std::uint64_t v, std::uint64_t b, std::uint64_t e) {
+          if (lower_only) {
+            g.for_each_lower(mask, b, e, v, [&](std::uint64_t, std::uint32_t u) {
+              unite(parent, static_cast<std::uint32_t>(v), u);
+            });
+            return;
+          }
           g.for_each_edge(mask, b, e, [&](std::uint64_t, std::uint32_t u, float) {
             if (u < v) unite(parent, static_cast<std::uint32_t>(v), u);
           });
@@ -237,13 +247,14 @@ std::vector<std::uint32_t> run_bfs(Launch& launch, const G& g, std::uint32_t sou
 }
 
 template <class Launch, class G>
-std::vector<std::uint32_t> run_cc(Launch& launch, const G& g, run_stats* stats = nullptr) {
+std::vector<std::uint32_t> run_cc(Launch& launch, const G& g, run_stats* stats = nullptr,
+                                  bool lower_only = true) {
   const std::uint64_t n = g.vertices;
   std::vector<std::uint32_t> out(n);
   for (std::uint64_t v = 0; v < n; ++v) out[v] = static_cast<std::uint32_t>(v);
   auto parent = runtime::make_device<std::uint32_t>(n, false);
   runtime::copy_to_device(parent.get(), out.data(), n * 4);
-  launch(cc_unite<G>{g, parent.get()});
+  launch(cc_unite<G>{g, parent.get(), lower_only});
   launch(cc_flatten{n, parent.get()});
   if (stats) stats->passes = 1;
   runtime::copy_to_host(out.data(), parent.get(), n * 4);

@@ -61,6 +61,7 @@ struct config {
   std::uint32_t line_size = 4096;
   std::uint32_t service_threads = 12;
   std::uint32_t iterations = 5;
+  bool cc_lower_only = true;  // CC reads only each sorted list's prefix below v
   unsigned threads = 16;
   std::string json;
   std::string dump;  // directory for the CPU references, for scripts/graph_check_scipy.py
@@ -109,7 +110,7 @@ measurement run_algorithm(const std::string& algo, const G& view, const referenc
     m.compute_s = clock.seconds();
     c = apps::reference::compare_exact(got, ref.bfs);
   } else if (algo == "cc") {
-    auto got = apps::run_cc(launch, view, &st);
+    auto got = apps::run_cc(launch, view, &st, cfg.cc_lower_only);
     m.compute_s = clock.seconds();
     c = apps::reference::compare_exact(got, ref.cc);
   } else if (algo == "pagerank") {
@@ -329,6 +330,7 @@ std::vector<wb::result> comparisons(const table_of& t, const config& cfg, const 
               .add("service_threads", cfg.service_threads);
         }
         if (algo == "pagerank") pb.add("iterations", cfg.iterations);
+        if (algo == "cc") pb.add("cc_edges", cfg.cc_lower_only ? "lower (sorted prefix below v, each edge once)" : "all");
         r.params = pb.done();
         out.push_back(std::move(r));
       }
@@ -483,6 +485,8 @@ int main(int argc, char** argv) {
       .option("line-size", "BYTES", "4K", "warpstore cache line size")
       .option("service-threads", "N", "12", "host controller service threads")
       .option("iterations", "N", "5", "PageRank iterations")
+      .option("cc-edges", "lower|all", "lower",
+              "CC reads the prefix of each sorted list below the vertex (each undirected edge once) or every edge")
       .option("threads", "N", tools::hardware_threads(),
               "CPU threads for loading and the references")
       .option("dump", "DIR", "", "write the CPU references there (scripts/graph_check_scipy.py checks them)")
@@ -503,6 +507,9 @@ int main(int argc, char** argv) {
     c.line_size = static_cast<std::uint32_t>(a.size("line-size"));
     c.service_threads = static_cast<std::uint32_t>(a.count("service-threads"));
     c.iterations = static_cast<std::uint32_t>(a.count("iterations"));
+    const std::string cc_edges = a.str("cc-edges");
+    if (cc_edges != "lower" && cc_edges != "all") throw wb::usage_error("--cc-edges: lower or all, not " + cc_edges);
+    c.cc_lower_only = cc_edges == "lower";
     c.threads = static_cast<unsigned>(std::max<std::uint64_t>(1, a.count("threads")));
     c.json = a.str("json");
     c.dump = a.str("dump");

@@ -6,6 +6,11 @@
 //   offset(v)                       first edge of v (collective over the calling lanes)
 //   for_each_edge(mask, b, e, f)    the lanes of `mask` call f(k, neighbour, weight)
 //                                   for every edge k in [b, e), each edge once
+//   for_each_lower(mask, b, e, limit, f)
+//                                   f(k, neighbour) for the edges of [b, e) whose
+//                                   neighbour is below `limit`: the prefix of the
+//                                   sorted list (csr.h), read no further than it
+//                                   reaches (weights not read)
 #pragma once
 
 #include <cstdint>
@@ -29,6 +34,18 @@ struct plain_graph {
     const unsigned lanes = detail::warp::popcount(mask);
     for (std::uint64_t k = b + detail::warp::rank_in(mask, detail::warp::lane()); k < e; k += lanes)
       f(k, neighbours[k], weights != nullptr ? weights[k] : 1.0f);
+    return true;
+  }
+
+  template <class F>
+  WARPSTORE_HD bool for_each_lower(unsigned mask, std::uint64_t b, std::uint64_t e, std::uint64_t limit,
+                                   F&& f) const {
+    const unsigned lanes = detail::warp::popcount(mask);
+    for (std::uint64_t k = b + detail::warp::rank_in(mask, detail::warp::lane()); k < e; k += lanes) {
+      const std::uint32_t u = neighbours[k];
+      if (u >= limit) break;  // sorted: the rest of this lane's edges are higher
+      f(k, u);
+    }
     return true;
   }
 };
@@ -74,6 +91,28 @@ struct store_graph {
       unsigned j = 0;
       for (std::uint64_t k = i + rank; k < end; k += lanes, ++j) f(k, n[k], weighted ? w[j] : 1.0f);
       n.release_together(mask);
+      i = end;
+    }
+    return true;
+  }
+
+  // The lines past the one where the sorted list reaches `limit` are not read.
+  template <class F>
+  WARPSTORE_HD bool for_each_lower(unsigned mask, std::uint64_t b, std::uint64_t e, std::uint64_t limit,
+                                   F&& f) const {
+    const unsigned lanes = detail::warp::popcount(mask);
+    const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
+    for (std::uint64_t i = b; i < e;) {
+      pinned_line<std::uint32_t> n = neighbours.pin(i);
+      if (!n.valid()) return false;
+      const std::uint64_t end = n.first + n.count < e ? n.first + n.count : e;
+      for (std::uint64_t k = i + rank; k < end; k += lanes) {
+        const std::uint32_t u = n[k];
+        if (u < limit) f(k, u);
+      }
+      const bool more = n[end - 1] < limit;  // the same answer in every lane
+      n.release_together(mask);
+      if (!more) break;
       i = end;
     }
     return true;
