@@ -9,7 +9,7 @@
 # $DATA (default /tmp/warpstore-apps), runs a small smoke pass of every graph
 # method, then the graph study and the taxi study, merging results into
 # bench/results/apps.json, and writes bench/REPORT.md. Everything stays
-# inside a budget of $BUDGET seconds (default 280) counted from the start:
+# inside a budget of $BUDGET seconds (default 560) counted from the start:
 # each step runs under `timeout` with what is left, optional steps are
 # skipped when too little is left, and every step is independent (a failed
 # step is logged and the next one runs). Results (apps.json, REPORT.md) go
@@ -32,7 +32,7 @@ cd "$root"
 out=${OUT:-$root/gpu-apps-out}
 data=${DATA:-/tmp/warpstore-apps}
 build=${BUILD_DIR:-$root/build-gpu}
-budget=${BUDGET:-320}
+budget=${BUDGET:-560}
 scale=${SCALE:-25}
 sssp_scale=${SSSP_SCALE:-21}
 taxi_rows=${TAXI_ROWS:-256M}
@@ -110,8 +110,10 @@ bin=$build/apps
 graph=$data/kron$scale.csr
 sssp_graph=$data/kron${sssp_scale}w.csr
 taxi=$data/taxi-zone
-step gen-graph 70 20 "$bin/warpstore-graphgen" kronecker "$graph" --scale "$scale" --threads 16
-step gen-sssp 20 5 "$bin/warpstore-graphgen" kronecker "$sssp_graph" --scale "$sssp_scale" --weighted --threads 16
+# A graph already generated under $DATA (the generators are deterministic) is reused.
+[ -s "$graph" ] || step gen-graph 90 20 "$bin/warpstore-graphgen" kronecker "$graph" --scale "$scale" --threads 16
+[ -s "$sssp_graph" ] ||
+  step gen-sssp 20 5 "$bin/warpstore-graphgen" kronecker "$sssp_graph" --scale "$sssp_scale" --weighted --threads 16
 step gen-smoke 10 3 "$bin/warpstore-graphgen" kronecker "$data/smoke.csr" --scale 16 --weighted --threads 16
 
 # Every method and algorithm on a small graph first: a broken path shows up
@@ -126,14 +128,14 @@ step scipy-check 30 5 bash -c 'python3 "$0"/scripts/graph_check_scipy.py "$1" "$
 
 # The graph study: page-cache methods on the big graph, then the cold ones
 # (the file's pages dropped before each) for BFS, then SSSP on the weighted graph.
-step graph 110 40 "$bin/warpstore-graph" "$graph" --algorithms bfs,cc,pagerank \
+step graph 300 40 "$bin/warpstore-graph" "$graph" --algorithms bfs,cc,pagerank \
   --methods hbm,zerocopy,memory,host,uvm --iterations "$pr_iterations" --json "$json"
 step sssp 40 15 "$bin/warpstore-graph" "$sssp_graph" --algorithms sssp --cold-algorithms sssp \
   --methods hbm,zerocopy,memory,host,uvm --json "$json"
 
 # The columnar study.
 step gen-taxi 40 15 "$bin/warpstore-taxigen" "$taxi" --rows "$taxi_rows" --layout zone --threads 16
-step taxi 60 20 "$bin/warpstore-taxi" "$taxi" --layout zone --json "$json"
+step taxi 120 20 "$bin/warpstore-taxi" "$taxi" --layout zone --repeat 3 --json "$json"
 # The same Q5 sweep with the 4 KiB lines of the first run (its default), to
 # show what the 64 KiB lines change (results tagged .line4k).
 step taxi-line4k 30 20 "$bin/warpstore-taxi" "$taxi" --layout zone --queries 5 --sweep 0.001,0.05,0.5 \

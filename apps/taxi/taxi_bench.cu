@@ -47,8 +47,13 @@ struct config {
   std::uint32_t queue_depth = 64;   // staging is queues x depth x line per column file
   std::uint64_t chunk_rows = 1024;  // rows a warp scans at a time, both sides
   std::string tag;                  // appended to the results' names
-  std::uint32_t distance_threads = 8;
-  std::uint32_t column_threads = 2;
+  // Every column's controller keeps its service threads busy during Q5: all
+  // of them together must not outnumber the cores (16 on the GPU machine),
+  // or threads polling for work take the CPU from threads that have it
+  // (scripts/gpu-apps-tune.sh: Q5 at 1 % went from 0.109 s with 8 + 5 x 2
+  // threads to 0.062 s with 10 + 5 x 1).
+  std::uint32_t distance_threads = 10;
+  std::uint32_t column_threads = 1;
   unsigned threads = 16;
   std::string json;
   std::string command;
@@ -370,8 +375,8 @@ int main(int argc, char** argv) {
       .option("queue-depth", "N", "64",
               "host controller queue depth (pinned staging per column: queues x depth x line size)")
       .option("tag", "NAME", "", "appended to the results' names (variants of the study)")
-      .option("distance-threads", "N", "8", "host controller service threads for the distance column")
-      .option("column-threads", "N", "2", "service threads for each further column")
+      .option("distance-threads", "N", "10", "host controller service threads for the distance column")
+      .option("column-threads", "N", "1", "service threads for each further column (all columns' threads together: at most the cores)")
       .option("threads", "N", tools::hardware_threads(),
               "CPU threads reading files")
       .option("json", "PATH", std::string(WARPSTORE_SOURCE_DIR) + "/bench/results/apps.json",
