@@ -336,6 +336,7 @@ void run_writes(const parsed_args& args, report& out) {
                  .add("kernel_seconds", w.kernel_seconds)
                  .add("fdatasync_seconds", w.sync_seconds)
                  .add("retries", u64(w.cache.retries))
+                 .add("overlapped_evictions", u64(w.cache.overlapped_evictions))
                  .add("writebacks", u64(w.cache.writebacks))
                  .add("combined_writes", u64(w.writes.combined_writes))
                  .add("write_calls", u64(w.writes.write_calls))
@@ -362,7 +363,8 @@ void run_writes(const parsed_args& args, report& out) {
        << " buffered WRITEs in " << w.writes.write_calls << " pwritev calls, "
        << w.writes_at_kernel_end.combined_writes << " WRITEs in "
        << w.writes_at_kernel_end.write_calls << " calls during the kernel; " << w.cache.retries
-       << " cache retries), tiled " << t.seconds << " s (fdatasync " << t.sync_seconds
+       << " cache retries, " << w.cache.writebacks << " lines written back, "
+       << w.cache.overlapped_evictions << " dirty evictions overlapped with their fill), tiled " << t.seconds << " s (fdatasync " << t.sync_seconds
        << " s). All trials: warpstore";
   for (double x : ws_secs) note << ' ' << x;
   note << " s, tiled";

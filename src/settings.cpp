@@ -84,6 +84,8 @@ options options::from_environment() {
     o.write_behind_bytes = parse_uint("WARPSTORE_WRITE_BEHIND_BYTES", v);
   if (const char* v = env("WARPSTORE_EAGER_WRITE_BACK"))
     o.eager_write_back = parse_uint("WARPSTORE_EAGER_WRITE_BACK", v) != 0;
+  if (const char* v = env("WARPSTORE_OVERLAPPED_EVICTION"))
+    o.overlapped_eviction = parse_uint("WARPSTORE_OVERLAPPED_EVICTION", v) != 0;
   if (const char* v = env("WARPSTORE_TIMEOUT_MS"))
     o.timeout_ns = parse_uint("WARPSTORE_TIMEOUT_MS", v) * 1'000'000ull;
   if (const char* v = env("WARPSTORE_BOUNDS_CHECK"))

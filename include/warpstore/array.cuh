@@ -75,6 +75,7 @@ class array_base {
     r.bounds_check = bounds_check_;
     r.writable = controller_->file().writable();
     r.eager_write_back = eager_write_back_;
+    r.overlapped_eviction = overlapped_eviction_;
     return r;
   }
 
@@ -89,6 +90,7 @@ class array_base {
   std::uint32_t elems_per_line_log2_;
   bool bounds_check_;
   bool eager_write_back_;
+  bool overlapped_eviction_;
 };
 
 }  // namespace detail

@@ -20,6 +20,12 @@
 //    bytes), the lock released, the caller writes it with a WRITE command and
 //    clears busy and dirty. Many warps write back at once and nobody holds a
 //    lock across the I/O, so a write-heavy kernel overlaps its write-backs.
+//  - Eviction of a dirty line (reclaim): the caller that was handed it may
+//    instead take its slot at once for the line it wants, under the set
+//    lock, and send the old bytes and the new line's READ together (the
+//    WRITE's bytes leave the slot before the READ lands). Until that WRITE
+//    completes, the old key counts as an eviction in flight: a fill of it
+//    waits (retries) rather than read the file's stale bytes.
 #pragma once
 
 #include <cstdint>
@@ -49,6 +55,7 @@ struct alignas(128) cache_counters {
   std::uint64_t bytes_read;  // bytes brought into the cache
   std::uint64_t retries;     // accesses that had to look again (line busy, no victim)
   std::uint64_t errors;      // fills that failed
+  std::uint64_t overlapped_evictions;  // dirty lines evicted in one trip with the fill (reclaim)
 };
 
 enum class acquire_kind : std::uint32_t {
@@ -79,6 +86,8 @@ struct cache_ref {
   std::uint32_t* states;      // [num_lines]
   std::uint32_t* set_locks;   // [num_sets]
   std::uint32_t* set_hands;   // [num_sets] clock hands
+  std::uint32_t* evictions_in_flight;  // [eviction_mask + 1] by key hash: evicted
+                                       // lines whose WRITE has not completed
   cache_counters* counters;   // [counter_shards]
   cache_source* sources;      // [max_sources], by source id
   std::uint32_t num_lines;
@@ -87,6 +96,7 @@ struct cache_ref {
   std::uint32_t line_size;    // power of two
   std::uint32_t line_shift;
   std::uint32_t counter_shards;  // power of two
+  std::uint32_t eviction_mask;   // power of two minus one
 
   // Key of line `line` of source `source`; never 0.
   WARPSTORE_HD static std::uint64_t key(std::uint32_t source, std::uint64_t line) {
@@ -249,6 +259,65 @@ struct cache_ref {
     }
   }
 
+  // Eviction of a dirty line in one trip. The caller holds `slot` claimed
+  // for write-back (acquire_kind::write_back, key old_key, no pins) and wants
+  // key `k` of the same set: under the set lock, unless `k` was inserted
+  // meanwhile or is itself an eviction in flight, the slot becomes a fill of
+  // `k` for `pin_count` pins (as acquire's fill) while its bytes are still
+  // old_key's, and old_key counts as an eviction in flight. The caller must
+  // then write the bytes back under old_key before it fills the slot, and
+  // call end_eviction(old_key) once that WRITE completed. Otherwise (false)
+  // the slot goes back to being dirty and idle, and the caller retries.
+  WARPSTORE_HD bool reclaim(std::uint32_t slot, std::uint64_t old_key, std::uint64_t k,
+                            std::uint32_t pin_count, detail::deadline& dl) const {
+    const std::uint32_t set = slot / ways;
+    detail::device_atomic<std::uint32_t> lock(set_locks[set]);
+    while (lock.load(detail::memory_order_relaxed) != 0 ||
+           lock.exchange(1, detail::memory_order_acquire) != 0) {
+      if (dl.expired()) {  // a lock is held for a scan only: should never happen
+        state(slot).fetch_and(~line_state::busy, detail::memory_order_release);
+        return false;
+      }
+      dl.pause();
+    }
+    if (find_way(set * ways, k) < ways || eviction_pending(k)) {
+      lock.store(0, detail::memory_order_release);
+      state(slot).fetch_and(~line_state::busy, detail::memory_order_release);
+      return false;
+    }
+    evictions(old_key).fetch_add(1, detail::memory_order_relaxed);  // published by the unlock
+    // Busy stays set: readers of either key keep away. Pins a failed hit
+    // added and is about to take back stay balanced (atomic and/add).
+    state(slot).fetch_and(line_state::busy | line_state::pins, detail::memory_order_relaxed);
+    state(slot).fetch_add(pin_count, detail::memory_order_relaxed);
+    tag(slot).store(k, detail::memory_order_relaxed);
+    lock.store(0, detail::memory_order_release);
+    count(&cache_counters::evictions);
+    count(&cache_counters::misses);
+    count(&cache_counters::overlapped_evictions);
+    return true;
+  }
+
+  // The WRITE of an evicted line's bytes (reclaim) completed, well or not.
+  WARPSTORE_HD void end_eviction(std::uint64_t old_key, bool written) const {
+    evictions(old_key).fetch_sub(1, detail::memory_order_release);
+    count(written ? &cache_counters::writebacks : &cache_counters::errors);
+  }
+
+  // Whether some evicted line that hashes like `k` is still being written:
+  // a fill of `k` must not read the file until it is (conservative: another
+  // key of the same hash also makes it wait).
+  WARPSTORE_HD bool eviction_pending(std::uint64_t k) const {
+    return evictions(k).load(detail::memory_order_acquire) != 0;
+  }
+
+  // Gives up a fill claimed by acquire (slot busy, `pin_count` pins) before
+  // anything was read: the slot is empty again, for anyone.
+  WARPSTORE_HD void cancel_fill(std::uint32_t slot, std::uint32_t pin_count) const {
+    tag(slot).store(0, detail::memory_order_relaxed);
+    state(slot).fetch_sub(line_state::busy + pin_count, detail::memory_order_release);
+  }
+
   // A writer that holds a pin on the line marks it dirty before unpinning.
   WARPSTORE_HD void mark_dirty(std::uint32_t slot) const {
     if ((state(slot).load(detail::memory_order_relaxed) & line_state::dirty) == 0)
@@ -335,12 +404,18 @@ WARPSTORE_UNROLL
   WARPSTORE_HD detail::device_atomic<std::uint32_t> state(std::uint32_t i) const {
     return detail::device_atomic<std::uint32_t>(states[i]);
   }
+  WARPSTORE_HD detail::device_atomic<std::uint32_t> evictions(std::uint64_t k) const {
+    // Another mix of the key than set_of's, so keys of one set spread out.
+    const std::uint64_t h = (k ^ (k >> 29)) * 0x9E3779B97F4A7C15ull;
+    return detail::device_atomic<std::uint32_t>(
+        evictions_in_flight[static_cast<std::uint32_t>(h >> 32) & eviction_mask]);
+  }
 };
 
 // Host totals of the counters.
 struct cache_stats {
   std::uint64_t hits = 0, misses = 0, evictions = 0, writebacks = 0, bytes_read = 0, retries = 0,
-                errors = 0;
+                errors = 0, overlapped_evictions = 0;
   double hit_rate() const {
     const std::uint64_t n = hits + misses;
     return n == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(n);

@@ -88,6 +88,35 @@ struct io_ref {
                                    : write_queues(mask, active, r);
   }
 
+  // Warp-collective: lanes with `w_active` write `w` as write() does, lanes
+  // with `r_active` read `rd` as read() does, and the READs are in flight
+  // while the WRITEs are. The WRITEs' bytes leave their buffers before any
+  // READ is posted, so a READ may land in the very buffer a WRITE came from
+  // (a dirty cache line written back and refilled in one trip). Through
+  // queues both kinds share one ticket window; where that cannot hold them
+  // (depth below two warps) or the controller would read the WRITE's buffer
+  // itself (no staging), the WRITEs complete before the READs go out.
+  WARPSTORE_HD void write_then_read(unsigned mask, bool w_active, const io_request& w,
+                                    nvme::status& w_st, bool r_active, const io_request& rd,
+                                    nvme::status& r_st) const {
+    if (kind == io_kind::memory) {
+      w_st = execute_memory<true>(mask, w_active, w);
+      r_st = execute_memory<false>(mask, r_active, rd);
+      return;
+    }
+    const queue_pair_ref& qp = queues.pick(detail::locality_id());
+    if (qp.staging == nullptr || qp.depth < 2 * detail::warp::size) {
+      w_st = write_queues(mask, w_active, w);
+      r_st = read_queues(mask, r_active, rd);
+      return;
+    }
+    std::uint64_t wt = 0, rt = 0;
+    qp.take_ticket_pair(mask, w_active, r_active, wt, rt);
+    const nvme::status posted = post_writes(qp, mask, w_active, w, wt);
+    r_st = collect_reads(qp, mask, r_active, rd, rt, submit_read(qp, r_active, rd, rt));
+    w_st = collect_write(qp, w_active, wt, posted);
+  }
+
   // One lane: a FLUSH through the queues, completed only after every write
   // completed before it is durable (host controller: fdatasync). The memory
   // controller makes writes visible in pinned host memory only; the host's
@@ -139,6 +168,22 @@ struct io_ref {
   WARPSTORE_HD nvme::status write_queues(unsigned mask, bool active, const io_request& r) const {
     const queue_pair_ref& qp = queues.pick(detail::locality_id());
     const std::uint64_t ticket = qp.take_tickets(mask, active);
+    return collect_write(qp, active, ticket, post_writes(qp, mask, active, r, ticket));
+  }
+
+  WARPSTORE_HD nvme::status read_queues(unsigned mask, bool active, const io_request& r) const {
+    const queue_pair_ref& qp = queues.pick(detail::locality_id());
+    const std::uint64_t ticket = qp.take_tickets(mask, active);
+    return collect_reads(qp, mask, active, r, ticket, submit_read(qp, active, r, ticket));
+  }
+
+  // The halves of a WRITE through the queues. post_writes claims each active
+  // lane's slot, copies the bytes into its staging buffer with the whole warp
+  // (GPU pull) and posts; once it returns, the source buffers may be reused
+  // (with staging). collect_write waits for this lane's completion and gives
+  // the slot back.
+  WARPSTORE_HD static nvme::status post_writes(const queue_pair_ref& qp, unsigned mask, bool active,
+                                               const io_request& r, std::uint64_t ticket) {
     nvme::status mine = nvme::status::ok();
     if (active) mine = qp.claim(ticket);
     if (qp.staging != nullptr) {
@@ -154,23 +199,28 @@ struct io_ref {
       detail::fence_release_system();
       detail::warp::sync(mask);
     }
-    if (active && mine.success()) {
+    if (active && mine.success())
       qp.post(ticket, nvme::make_rw(nvme::opcode::write, 0, 0, r.slba, r.blocks, 0), r.dst);
-      mine = qp.wait(ticket);
-      if (!mine.is_deadline()) qp.release(ticket);
-    }
     return mine;
   }
+  WARPSTORE_HD static nvme::status collect_write(const queue_pair_ref& qp, bool active,
+                                                 std::uint64_t ticket, nvme::status posted) {
+    if (!active || !posted.success()) return posted;
+    const nvme::status st = qp.wait(ticket);
+    if (!st.is_deadline()) qp.release(ticket);
+    return st;
+  }
 
-  WARPSTORE_HD nvme::status read_queues(unsigned mask, bool active, const io_request& r) const {
-    const queue_pair_ref& qp = queues.pick(detail::locality_id());
-    const std::uint64_t ticket = qp.take_tickets(mask, active);
-    nvme::status mine = nvme::status::ok();
-    if (active) {
-      nvme::command cmd = nvme::make_rw(nvme::opcode::read, 0, 0, r.slba, r.blocks, 0);
-      mine = qp.submit(ticket, cmd, r.dst);
-    }
-    // Wait for each lane's command in turn; the whole warp copies staging.
+  // The halves of a READ through the queues: submit, then wait for each
+  // lane's command in turn while the whole warp copies staging.
+  WARPSTORE_HD static nvme::status submit_read(const queue_pair_ref& qp, bool active,
+                                               const io_request& r, std::uint64_t ticket) {
+    if (!active) return nvme::status::ok();
+    return qp.submit(ticket, nvme::make_rw(nvme::opcode::read, 0, 0, r.slba, r.blocks, 0), r.dst);
+  }
+  WARPSTORE_HD static nvme::status collect_reads(const queue_pair_ref& qp, unsigned mask, bool active,
+                                                 const io_request& r, std::uint64_t ticket,
+                                                 nvme::status mine) {
     unsigned todo = detail::warp::ballot(mask, active && mine.success());
     while (todo) {
       const unsigned src = detail::warp::first_lane(todo);

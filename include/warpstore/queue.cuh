@@ -89,6 +89,27 @@ struct queue_pair_ref {
     return base + detail::warp::rank_in(wanting, detail::warp::lane());
   }
 
+  // take_tickets for two kinds of command in one window: the lanes of `mask`
+  // with `first` get the window's first tickets, then those with `second`.
+  // A warp that holds commands of both kinds in flight at once (a WRITE and
+  // the READ that follows it) must take them together: a window is claimed,
+  // waited for and released before the warp takes another, so no two warps
+  // ever wait on each other's slots.
+  WARPSTORE_HD void take_ticket_pair(unsigned mask, bool first, bool second, std::uint64_t& t1,
+                                     std::uint64_t& t2) const {
+    const unsigned m1 = detail::warp::ballot(mask, first);
+    const unsigned m2 = detail::warp::ballot(mask, second);
+    const unsigned n1 = detail::warp::popcount(m1);
+    const unsigned leader = detail::warp::first_lane(mask);
+    std::uint64_t base = 0;
+    if ((m1 | m2) != 0 && detail::warp::lane() == leader)
+      base = detail::device_atomic<std::uint64_t>(state->ticket)
+                 .fetch_add(n1 + detail::warp::popcount(m2), detail::memory_order_relaxed);
+    base = detail::warp::shfl(mask, base, leader);
+    t1 = base + detail::warp::rank_in(m1, detail::warp::lane());
+    t2 = base + n1 + detail::warp::rank_in(m2, detail::warp::lane());
+  }
+
   // Waits until the slot of `ticket` is free, writes `cmd` (its cid and data
   // pointer, the staging slot or `destination`, are filled in here) and
   // marks it. Does not wait for the doorbell:

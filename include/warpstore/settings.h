@@ -49,6 +49,13 @@ struct options {
   // storage in whole clusters while the kernel runs rather than at eviction
   // or flush.
   bool eager_write_back = true;
+  // Overlapped eviction (WARPSTORE_OVERLAPPED_EVICTION = 0 | 1): a warp that
+  // must evict a dirty line of its own array to make room takes the slot at
+  // once, and the WRITE of the old bytes and the READ of its new line go to
+  // the controller in one trip, in flight together, instead of one after
+  // the other (write back, then look again, then fill). Off: the warp
+  // writes the line back and waits before it looks again.
+  bool overlapped_eviction = true;
   // Waits (WARPSTORE_TIMEOUT_MS): any spin longer than this is an error.
   std::uint64_t timeout_ns = 10'000'000'000ull;
   // Device-side index checks (WARPSTORE_BOUNDS_CHECK = 0 | 1).

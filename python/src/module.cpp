@@ -124,6 +124,7 @@ class py_array {
     d["evictions"] = s.evictions;
     d["bytes"] = s.bytes_read;
     d["retries"] = s.retries;
+    d["overlapped_evictions"] = s.overlapped_evictions;
     d["errors"] = s.errors;
     d["hit_rate"] = s.hit_rate();
     d["commands"] = c.commands;

@@ -15,7 +15,8 @@ array_base::array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<cont
       byte_offset_(byte_offset),
       timeout_ns_(opts.timeout_ns),
       bounds_check_(opts.bounds_check),
-      eager_write_back_(opts.eager_write_back) {
+      eager_write_back_(opts.eager_write_back),
+      overlapped_eviction_(opts.overlapped_eviction) {
   if (!cache_ || !controller_) throw std::invalid_argument("array needs a cache and a controller");
   const std::string& path = controller_->file().path();
   const std::uint64_t file_size = controller_->file().size_bytes();

@@ -23,14 +23,15 @@ cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
   if (lines > (std::size_t{1} << 31))
     throw std::invalid_argument("cache of " + std::to_string(lines) + " lines is too large");
   const std::size_t free_mem = runtime::free_device_memory();
-  const std::size_t need = lines * (line_size + 12) + sets * 8;
+  const std::size_t evict_words = std::bit_floor(lines);
+  const std::size_t need = lines * (line_size + 12) + sets * 8 + evict_words * 4;
   if (need > free_mem)
     throw std::invalid_argument("cache needs " + std::to_string(need) + " bytes of GPU memory, " +
                                 std::to_string(free_mem) + " are free");
   lines_ = runtime::make_device<std::byte>(lines * line_size, false);
   tags_ = runtime::make_device<std::uint64_t>(lines);
   states_ = runtime::make_device<std::uint32_t>(lines);
-  set_words_ = runtime::make_device<std::uint32_t>(2 * sets);
+  set_words_ = runtime::make_device<std::uint32_t>(2 * sets + evict_words);
   counters_ = runtime::make_device<cache_counters>(counter_shards);
   sources_ = runtime::make_device<cache_source>(max_sources);
   ref_.lines = lines_.get();
@@ -38,6 +39,8 @@ cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
   ref_.states = states_.get();
   ref_.set_locks = set_words_.get();
   ref_.set_hands = set_words_.get() + sets;
+  ref_.evictions_in_flight = set_words_.get() + 2 * sets;
+  ref_.eviction_mask = static_cast<std::uint32_t>(evict_words - 1);
   ref_.counters = counters_.get();
   ref_.sources = sources_.get();
   ref_.num_lines = static_cast<std::uint32_t>(lines);
@@ -73,6 +76,7 @@ cache_stats cache::stats() const {
     s.bytes_read += k.bytes_read;
     s.retries += k.retries;
     s.errors += k.errors;
+    s.overlapped_evictions += k.overlapped_evictions;
   }
   return s;
 }
@@ -84,7 +88,8 @@ void cache::reset_stats() {
 void cache::clear() {
   runtime::memset_device(tags_.get(), 0, sizeof(std::uint64_t) * ref_.num_lines);
   runtime::memset_device(states_.get(), 0, sizeof(std::uint32_t) * ref_.num_lines);
-  runtime::memset_device(set_words_.get(), 0, sizeof(std::uint32_t) * 2 * ref_.num_sets);
+  runtime::memset_device(set_words_.get(), 0,
+                         sizeof(std::uint32_t) * (2 * ref_.num_sets + ref_.eviction_mask + 1));
 }
 
 }  // namespace warpstore

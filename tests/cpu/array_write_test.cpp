@@ -137,6 +137,56 @@ TEST_P(ArrayWrite, ReadsSeeStoresBeforeAndAfterEviction) {
   a.flush();
 }
 
+// A warp that must evict a dirty line of its array takes the slot and sends
+// the old bytes and its own line's READ in one trip (overlapped eviction);
+// readers of the evicted line wait until its WRITE completed, so nobody
+// reads the file's stale bytes. Off, the warp writes back and looks again.
+TEST_P(ArrayWrite, OverlappedEvictionLosesNothingAndReadersSeeTheEvictedBytes) {
+  for (const bool overlapped : {true, false}) {
+    test::pattern_file f{8 << 20};
+    options o = write_options(GetParam());
+    o.eager_write_back = false;  // every line stays dirty until evicted
+    o.overlapped_eviction = overlapped;
+    array<std::uint64_t> a(f.path(), 0, o);
+    const array_ref<std::uint64_t> ref = a.ref();
+    const std::uint64_t per_line = 4096 / 8;
+    const std::uint64_t lines = ref.size() / per_line;
+    std::atomic<std::uint64_t> wrong{0};
+    test::run_lanes(8, [&](unsigned lane) {
+      test::lane_rng rng{lane + 7};
+      // Each lane owns lines lane, lane + 8, ...: it writes one word of each
+      // and at once reads back a word of a random earlier line of its own,
+      // most of which the small cache evicted dirty (or is evicting now).
+      for (std::uint64_t l = lane, n = 0; l < lines; l += 8, ++n) {
+        const std::uint64_t i = l * per_line + l % per_line;
+        ref.store(i, new_word(i));
+        const std::uint64_t back = lane + 8 * (rng.next() % (n + 1));
+        const std::uint64_t j = back * per_line + back % per_line;
+        if (ref[j] != new_word(j)) wrong.fetch_add(1);
+        const std::uint64_t kept = back * per_line + (back + per_line / 2) % per_line;  // never written
+        if (ref[kept] != tools::pattern_word(kept * 8)) wrong.fetch_add(1);
+      }
+    });
+    a.check();
+    EXPECT_EQ(wrong.load(), 0u) << "overlapped " << overlapped;
+    const cache_stats st = a.stats();
+    EXPECT_GT(st.writebacks, 0u) << "overlapped " << overlapped;
+    if (overlapped)
+      EXPECT_GT(st.overlapped_evictions, 0u);
+    else
+      EXPECT_EQ(st.overlapped_evictions, 0u);
+    a.flush();
+    EXPECT_EQ(file_mismatches(f.path(), ref.size(),
+                              [&](std::uint64_t i) {
+                                const std::uint64_t l = i / per_line;
+                                return i == l * per_line + l % per_line ? new_word(i)
+                                                                        : tools::pattern_word(i * 8);
+                              }),
+              0u)
+        << "overlapped " << overlapped;
+  }
+}
+
 TEST_P(ArrayWrite, WriteSpanWholeAndPartialLines) {
   array<std::uint64_t> a(file_.path(), 0, write_options(GetParam(), 512));
   const array_ref<std::uint64_t> ref = a.ref();

@@ -73,6 +73,7 @@ struct array_ref {
   bool bounds_check;
   bool writable;              // the backing file was opened read-write
   bool eager_write_back;      // options::eager_write_back
+  bool overlapped_eviction;   // options::overlapped_eviction
 
   WARPSTORE_HD std::uint64_t size() const { return count; }
 
@@ -318,23 +319,61 @@ struct array_ref {
       const bool is_leader = pending && detail::warp::lane() == leader;
       acquire_result r{0, acquire_kind::retry};
       if (is_leader) r = cache.acquire(k, detail::warp::popcount(group));
-      const bool filling = is_leader && r.kind == acquire_kind::fill;
+      // A line whose eviction is still being written is not read yet: the
+      // file does not hold its bytes until that WRITE completes.
+      if (is_leader && r.kind == acquire_kind::fill && cache.eviction_pending(k)) {
+        cache.cancel_fill(r.slot, detail::warp::popcount(group));
+        r.kind = acquire_kind::retry;
+      }
+      bool filling = is_leader && r.kind == acquire_kind::fill;
       const bool skip_read = Write && overwrite;
-      const io_request req = l.request_for(line, r.slot);
-      const nvme::status st = io.read(mask, filling && !skip_read, req);
+      io_request req = l.request_for(line, r.slot);
+      nvme::status st = io.read(mask, filling && !skip_read, req);
       if (filling && !st.success()) {
         cache.abandon(r.slot);
         errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, source, st,
                        index, req.slba);
       }
       // Readers too: a set full of dirty lines makes room by writing one back.
-      const bool writing_back = is_leader && r.kind == acquire_kind::write_back;
+      bool writing_back = is_leader && r.kind == acquire_kind::write_back;
       const bool wrote_back = detail::warp::ballot(mask, writing_back) != 0;
       // A write-back that failed (recorded by write_back) fails the access
       // that needed the room: the line stays dirty, and retrying would only
       // fail again until the deadline (a device gone, a power cut).
       bool written_back = true;
-      if (wrote_back) written_back = l.write_back_clustered(mask, writing_back, r.slot, r.old_key);
+      if (wrote_back && overlapped_eviction) {
+        // One leader whose dirty victim is a line of this array takes the
+        // slot for its own line at once: the old bytes go out and the new
+        // line comes in, in one trip (line_io::evict_and_fill).
+        const unsigned ev_lanes =
+            detail::warp::ballot(mask, writing_back && cache_ref::source_of(r.old_key) == source);
+        if (ev_lanes != 0) {
+          const unsigned ev = detail::warp::first_lane(ev_lanes);
+          bool evicting = false;
+          if (detail::warp::lane() == ev) {
+            evicting = cache.reclaim(r.slot, r.old_key, k, detail::warp::popcount(group), dl);
+            writing_back = false;  // reclaimed, or given back dirty to retry
+          }
+          if (detail::warp::shfl(mask, evicting, ev)) {
+            if (evicting) req = l.request_for(line, r.slot);  // lane ev's READ
+            nvme::status written, filled;
+            l.evict_and_fill(mask, ev, r.slot, r.old_key, !skip_read, req, written, filled);
+            if (evicting) {
+              cache.end_eviction(r.old_key, written.success());
+              r.kind = acquire_kind::fill;
+              filling = true;
+              st = filled;
+              if (!st.success()) {
+                cache.abandon(r.slot);
+                errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, source, st,
+                               index, req.slba);
+              }
+            }
+          }
+        }
+      }
+      if (detail::warp::ballot(mask, writing_back) != 0)
+        written_back = l.write_back_clustered(mask, writing_back, r.slot, r.old_key);
       // 0: retry (or wrote a line back), 1: line pinned, 2: fill failed
       // (pins held, no data), 3: write-back failed (no pins)
       const bool granted = r.kind == acquire_kind::hit || r.kind == acquire_kind::fill;

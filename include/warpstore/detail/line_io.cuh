@@ -109,6 +109,55 @@ struct line_io {
     return own_written;
   }
 
+  // Warp-collective, the overlapped eviction of DESIGN.md: lane `ev` holds
+  // slot `slot`, reclaimed (cache_ref::reclaim) from the dirty line `old_key`
+  // of this array for a fill, with `fill` the READ of its new line into it
+  // (`fill_active`: false when the new line is overwritten whole). The old
+  // bytes go out with the dirty, idle lines of their cluster, and the READ
+  // in the same trip (io_ref::write_then_read: the bytes leave the slot
+  // before the READ lands). Returns, in lane `ev`, the old line's WRITE
+  // status (`written`; a failure is recorded: its bytes are lost) and the
+  // READ's (`filled`). Neighbours end clean, or dirty on failure (recorded).
+  WARPSTORE_HD void evict_and_fill(unsigned mask, unsigned ev, std::uint32_t slot,
+                                   std::uint64_t old_key, bool fill_active, const io_request& fill,
+                                   nvme::status& written, nvme::status& filled) const {
+    const unsigned lanes = warp::popcount(mask);
+    const unsigned rank = warp::rank_in(mask, warp::lane());
+    const std::uint64_t k = warp::shfl(mask, old_key, ev);
+    const std::uint32_t s = warp::shfl(mask, slot, ev);
+    const std::uint64_t line = cache_ref::line_of(k);
+    const std::uint64_t group = line - line % write_cluster_lines;
+    written = nvme::status::ok();
+    filled = nvme::status::ok();
+    for (std::uint32_t base = 0; base < write_cluster_lines; base += lanes) {
+      const std::uint64_t at = group + base + rank;
+      const bool in_group = base + rank < write_cluster_lines;
+      const bool carries_own = in_group && at == line;
+      std::uint32_t my_slot = s;
+      std::uint64_t my_key = k;
+      bool claimed = carries_own;
+      if (in_group && !carries_own)
+        claimed = cache.claim_dirty_key(cache_ref::key(source, at), my_slot, my_key);
+      const io_request w = request_for(cache_ref::line_of(my_key), my_slot);
+      // The READ goes with the window that carries the old line.
+      const bool own_here = warp::ballot(mask, carries_own) != 0;
+      const bool reading = own_here && warp::lane() == ev && fill_active;
+      nvme::status w_st, r_st;
+      io.write_then_read(mask, claimed, w, w_st, reading, fill, r_st);
+      if (claimed && !w_st.success())
+        errors->record(w_st.is_deadline() ? error_kind::deadline : error_kind::io, source, w_st,
+                       cache_ref::line_of(my_key), w.slba);
+      if (claimed && !carries_own) cache.finish_write_back(my_slot, w_st.success());
+      if (!own_here) continue;
+      const unsigned carrier = warp::first_lane(warp::ballot(mask, carries_own));
+      const std::uint16_t raw = warp::shfl(mask, w_st.raw, carrier);
+      if (warp::lane() == ev) {
+        written = nvme::status{raw};
+        filled = r_st;
+      }
+    }
+  }
+
   // Warp-collective, after the warp wrote line `line` of this array (of
   // `lines` lines) whole: if that completed its cluster, every line of it
   // dirty and idle in the cache (lines past the array's end count as
