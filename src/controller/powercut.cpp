@@ -64,15 +64,18 @@ void powercut_layer::write_starting(std::uint64_t offset, std::uint32_t bytes) {
   if (bytes == 0) return;
   const std::uint64_t first = offset / block;
   const std::uint64_t last = (offset + bytes - 1) / block;
-  std::lock_guard<std::mutex> lock(mutex_);
-  for (std::uint64_t b = first; b <= last; ++b) {
-    version v;
-    v.before.resize(block);
-    // The buffered descriptor: O_DIRECT would need aligned buffers, and the
-    // page cache is what the write is about to change.
-    pread_all(file_->buffered_fd(), v.before.data(), block, b * block, file_->path());
-    blocks_[b].push_back(std::move(v));
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (std::uint64_t b = first; b <= last; ++b) {
+      version v;
+      v.before.resize(block);
+      // The buffered descriptor: O_DIRECT would need aligned buffers, and the
+      // page cache is what the write is about to change.
+      pread_all(file_->buffered_fd(), v.before.data(), block, b * block, file_->path());
+      blocks_[b].push_back(std::move(v));
+    }
   }
+  if (on_write_) on_write_();
 }
 
 void powercut_layer::write_finished(std::uint64_t offset, std::uint32_t bytes) {

@@ -18,6 +18,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -59,6 +60,11 @@ class powercut_layer final : public fault_policy {
   // Blocks with writes not yet durable, now.
   std::uint64_t volatile_blocks() const;
 
+  // Called after each WRITE's pre-images are kept, outside the layer's lock
+  // (it may power this layer off): a crash test cuts the power at a chosen
+  // WRITE with it. Set before the controller runs.
+  void on_write(std::function<void()> hook) { on_write_ = std::move(hook); }
+
  private:
   static constexpr std::uint32_t block = 512;
   // One un-flushed write of a block: the bytes the block held before it.
@@ -71,6 +77,7 @@ class powercut_layer final : public fault_policy {
   mutable std::mutex mutex_;
   std::uint64_t clock_ = 1;  // ticks at every finished write and started flush
   std::map<std::uint64_t, std::vector<version>> blocks_;  // block index -> un-flushed writes, oldest first
+  std::function<void()> on_write_;
 };
 
 }  // namespace warpstore

@@ -19,9 +19,12 @@
 //           first recovery is killed too, at a random instant, and rerun.
 // powercut: one child runs the workload over host controllers wrapped in the
 //           power-cut layer (src/controller/powercut.h), powers off at a
-//           random instant (every later command fails), drops un-flushed
-//           writes (all of them, or a random subset of blocks, torn at 512
-//           bytes), then recovers.
+//           random instant (even trials) or as a random WRITE starts (odd
+//           trials: its number drawn from the WRITEs of an uninterrupted
+//           run, so the cut falls while writes are un-flushed however short
+//           the write phases are), every later command failing; drops
+//           un-flushed writes (all of them, or a random subset of blocks,
+//           torn at 512 bytes), then recovers.
 // Results (RESULTS.md format) crash.kill.recovered and crash.powercut.recovered:
 // value = trials, mismatches = inconsistent recoveries + lost commits.
 #include <fcntl.h>
@@ -78,7 +81,8 @@ options workload_options() {
 // ---- child side --------------------------------------------------------------
 
 // Lines to the parent: "P" prepared, "A k" commit k acknowledged, "D name"
-// the device, "V state mismatches reverted detail" the verdict.
+// the device, "W n" WRITEs the power-cut layers saw, "V state mismatches
+// reverted detail" the verdict.
 class reporter {
  public:
   explicit reporter(int fd) : fd_(fd) {}
@@ -133,11 +137,23 @@ int child_main(const bench::parsed_args& a) {
   std::mutex m;
   std::vector<std::shared_ptr<powercut_layer>> layers;
   bool off = false;
+  const auto power_off_all = [&] {
+    std::lock_guard<std::mutex> lock(m);
+    off = true;
+    for (auto& l : layers) l->power_off();
+  };
+  // --cut-at-write N: the power goes off as the N-th WRITE (of all the
+  // layers) starts; that WRITE still lands, un-flushed.
+  const std::uint64_t cut_at_write = a.count("cut-at-write");
+  std::atomic<std::uint64_t> writes{0};
   crash::env run_env = e;
   run_env.open = [&](const std::string& path, const options& o) -> std::shared_ptr<controller> {
     const file_access access = o.writable ? file_access::read_write : file_access::read_only;
     auto file = std::make_shared<backing_file>(path, o.direct, access);
     auto layer = std::make_shared<powercut_layer>(file);
+    layer->on_write([&] {
+      if (writes.fetch_add(1) + 1 == cut_at_write) power_off_all();
+    });
     {
       std::lock_guard<std::mutex> lock(m);
       if (off) layer->power_off();
@@ -145,14 +161,15 @@ int child_main(const bench::parsed_args& a) {
     }
     return std::make_shared<host_controller>(file, o, o.line_size, layer);
   };
+  // --cut-after-us 0 with --cut-at-write: no cut by time (the power goes off
+  // when the run ends, if the WRITE never came).
   const auto delay = microseconds(a.integer("cut-after-us"));
+  const bool timed = delay.count() > 0 || cut_at_write == 0;
   std::atomic<bool> done{false};
   std::thread cutter([&] {
     const auto due = steady_clock::now() + delay;
-    while (!done.load() && steady_clock::now() < due) std::this_thread::sleep_for(50us);
-    std::lock_guard<std::mutex> lock(m);
-    off = true;
-    for (auto& l : layers) l->power_off();
+    while (!done.load() && (!timed || steady_clock::now() < due)) std::this_thread::sleep_for(50us);
+    power_off_all();
   });
   try {
     w->run(run_env, states, ack);
@@ -177,6 +194,7 @@ int child_main(const bench::parsed_args& a) {
     reverted += l->cut(e.seed * 1000 + i++, loss).reverted;
   }
   layers.clear();
+  out.line("W " + std::to_string(writes.load()));
   const crash::verdict v = w->recover(e);
   out.line("V " + std::to_string(v.state) + " " + std::to_string(v.mismatches) + " " +
            std::to_string(reverted) + " " + one_line(v.detail));
@@ -189,6 +207,7 @@ struct child_result {
   bool prepared = false, finished = false, verdict = false;
   std::uint64_t acked = 0;  // last acknowledged commit (0: none)
   std::uint64_t state = 0, mismatches = 0, reverted = 0;
+  std::uint64_t writes = 0;  // powercut: WRITEs the layers saw ("W")
   std::string detail, device, error;
   int status = 0;  // waitpid status
   bool killed = false, timed_out = false;
@@ -269,6 +288,8 @@ child_result spawn(const std::vector<std::string>& args, std::optional<microseco
         if (prepared_at) r.run_seconds = duration<double>(steady_clock::now() - *prepared_at).count();
       } else if (tag == "D") {
         std::getline(in >> std::ws, r.device);
+      } else if (tag == "W") {
+        in >> r.writes;
       } else if (tag == "V") {
         r.verdict = true;
         in >> r.state >> r.mismatches >> r.reverted;
@@ -291,6 +312,7 @@ struct tally {
   std::uint64_t newer = 0;             // recovered the commit in flight at the crash
   std::uint64_t recover_killed = 0;    // kill trials whose first recovery was killed too
   std::uint64_t reverted_blocks = 0;   // power cut: blocks set back
+  std::uint64_t reverting_cuts = 0;    // power cut: trials that set any block back
   std::uint64_t finished_before = 0;   // the crash came after the run ended
 };
 
@@ -342,7 +364,8 @@ int main(int argc, char** argv) {
       .option("child", "ROLE", "", "internal: run | recover | powercut")
       .option("report-fd", "FD", "-1", "internal")
       .option("cut-after-us", "US", "0", "internal")
-      .option("loss", "P", "1", "internal");
+      .option("loss", "P", "1", "internal")
+      .option("cut-at-write", "N", "0", "internal");
   bench::parsed_args a;
   try {
     a = parser.parse(argc, argv);
@@ -404,17 +427,36 @@ int main(int argc, char** argv) {
                 << run_s << " s (process " << cal.seconds << " s), recovery " << crec.seconds
                 << " s\n";
       fs::remove_all(cdir);
+      // The WRITEs of an uninterrupted run over the power-cut layers (no cut),
+      // so cuts at a WRITE can be drawn among them.
+      std::uint64_t run_writes = 0;
+      if (std::find(modes.begin(), modes.end(), "powercut") != modes.end()) {
+        fs::create_directories(cdir);
+        std::vector<std::string> v = args("powercut", cdir, 1);
+        v.insert(v.end(), {"--cut-after-us", "0", "--cut-at-write", std::to_string(~std::uint64_t{0})});
+        const child_result wc = spawn(v, std::nullopt, deadline);
+        if (!exited_ok(wc) || !wc.verdict || wc.acked != states || wc.state != states || wc.writes == 0)
+          throw std::runtime_error(wname + ": the uninterrupted run over the power-cut layer failed "
+                                   "(acknowledged " + std::to_string(wc.acked) + ", recovered state " +
+                                   std::to_string(wc.state) + ", " + std::to_string(wc.writes) +
+                                   " WRITEs): " + wc.detail);
+        run_writes = wc.writes;
+        std::cout << wname << ": an uninterrupted run makes " << run_writes << " WRITEs\n";
+        fs::remove_all(cdir);
+      }
 
       for (const std::string& mode : modes) {
         tally& t = tallies[mode][wname];
         struct plan {
           std::uint64_t seed;
           microseconds at, recover_at;
+          std::uint64_t write;  // powercut, odd trials: cut as this WRITE starts
         };
         std::vector<plan> plans(trials);
         for (plan& p : plans) {
           p.seed = rng() % 1000000 + 1;
           p.at = microseconds(static_cast<long>(std::uniform_real_distribution<double>(0, run_us)(rng)));
+          p.write = run_writes ? rng() % run_writes + 1 : 0;
           p.recover_at =
               microseconds(static_cast<long>(std::uniform_real_distribution<double>(0, rec_us)(rng)));
         }
@@ -450,12 +492,15 @@ int main(int argc, char** argv) {
           } else {
             std::vector<std::string> v = args("powercut", dir, p.seed);
             const double losses[] = {1.0, 0.5, 0.1};
-            v.insert(v.end(), {"--cut-after-us", std::to_string(p.at.count()), "--loss",
+            const bool at_write = i % 2 == 1 && p.write != 0;
+            v.insert(v.end(), {"--cut-after-us", at_write ? "0" : std::to_string(p.at.count()),
+                               "--cut-at-write", at_write ? std::to_string(p.write) : "0", "--loss",
                                std::to_string(losses[i % 3])});
             const child_result run = spawn(v, std::nullopt, deadline);
             std::lock_guard<std::mutex> lock(tally_mutex);
             t.hangs += run.timed_out;
             t.reverted_blocks += run.reverted;
+            t.reverting_cuts += run.reverted != 0;
             judge(t, run, run, states, what);
           }
           fs::remove_all(dir);
@@ -481,7 +526,9 @@ int main(int argc, char** argv) {
                   << ", hangs " << t.hangs << "); recovered the commit in flight " << t.newer
                   << " times";
         if (mode == "kill") std::cout << "; first recovery killed " << t.recover_killed << " times";
-        if (mode == "powercut") std::cout << "; blocks reverted " << t.reverted_blocks;
+        if (mode == "powercut")
+          std::cout << "; blocks reverted " << t.reverted_blocks << " (in " << t.reverting_cuts
+                    << " trials)";
         std::cout << "; the crash came after the last commit " << t.finished_before << " times";
         std::cout << "\n";
       }
@@ -506,8 +553,11 @@ int main(int argc, char** argv) {
         p.push_back({"recovered_commit_in_flight", t.newer});
         if (mode == "kill")
           p.push_back({"first_recovery_killed", t.recover_killed});
-        else
+        else {
           p.push_back({"blocks_reverted", t.reverted_blocks});
+          p.push_back({"trials_that_reverted_blocks", t.reverting_cuts});
+          p.push_back({"cuts", "even trials at a random instant, odd ones as a random WRITE starts"});
+        }
         p.push_back({"crash_after_last_commit", t.finished_before});
         r.params.push_back({wname, bench::json::value(std::move(p))});
       }
