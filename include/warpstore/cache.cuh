@@ -212,12 +212,18 @@ struct cache_ref {
     return {0, acquire_kind::retry};  // every way pinned or busy
   }
 
-  // Claims line `slot` busy for write-back if it is a valid, dirty, unpinned,
-  // idle line; `old_key` gets its key. Nothing is pinned.
+  // Whether a state word is a line ready to be written back: valid, dirty,
+  // unpinned and not busy.
+  WARPSTORE_HD static bool idle_dirty(std::uint32_t s) {
+    constexpr std::uint32_t want = line_state::valid | line_state::dirty;
+    return (s & (line_state::pins | line_state::busy | want)) == want;
+  }
+
+  // Claims line `slot` busy for write-back if it is idle and dirty
+  // (idle_dirty); `old_key` gets its key. Nothing is pinned.
   WARPSTORE_HD bool claim_dirty(std::uint32_t slot, std::uint64_t& old_key) const {
     std::uint32_t s = state(slot).load(detail::memory_order_relaxed);
-    constexpr std::uint32_t idle_dirty = line_state::valid | line_state::dirty;
-    if ((s & (line_state::pins | line_state::busy | idle_dirty)) != idle_dirty) return false;
+    if (!idle_dirty(s)) return false;
     if (!state(slot).compare_exchange_strong(s, s | line_state::busy, detail::memory_order_acquire,
                                              detail::memory_order_relaxed))
       return false;

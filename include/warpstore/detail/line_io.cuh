@@ -72,6 +72,28 @@ struct line_io {
   // system call under the file's lock. The neighbours stay cached, clean.
   static constexpr std::uint32_t write_cluster_lines = 32;
 
+  // What one lane writes at position `position` of the write-back cluster
+  // of the line of key `k`, which the caller claimed in slot `s`: the
+  // position of that line carries the claim; any other claims its own line
+  // if the cache holds it dirty and idle (cache_ref::claim_dirty_key).
+  struct cluster_pick {
+    bool claimed = false;
+    bool carries_own = false;
+    std::uint32_t slot;
+    std::uint64_t key;
+  };
+  WARPSTORE_HD cluster_pick pick_in_cluster(std::uint64_t k, std::uint32_t s,
+                                            std::uint32_t position) const {
+    cluster_pick p{false, false, s, k};
+    if (position >= write_cluster_lines) return p;
+    const std::uint64_t line = cache_ref::line_of(k);
+    const std::uint64_t at = line - line % write_cluster_lines + position;
+    p.carries_own = at == line;
+    p.claimed = p.carries_own ||
+                cache.claim_dirty_key(cache_ref::key(cache_ref::source_of(k), at), p.slot, p.key);
+    return p;
+  }
+
   // Warp-collective like write_back: lanes of `mask` with `active` each
   // write back the line they claimed (slot, key) together with its cluster.
   // Returns, per active lane, whether its own line was written; failures of
@@ -87,22 +109,11 @@ struct line_io {
       todo &= todo - 1;
       const std::uint64_t k = warp::shfl(mask, key, src);
       const std::uint32_t s = warp::shfl(mask, slot, src);
-      const std::uint64_t line = cache_ref::line_of(k);
-      const std::uint64_t group = line - line % write_cluster_lines;
+      // Each lane takes one position of the cluster at a time.
       for (std::uint32_t base = 0; base < write_cluster_lines; base += lanes) {
-        // Each lane takes one position of the group; the one at the line
-        // itself carries src's claim.
-        const std::uint64_t at = group + base + rank;
-        const bool in_group = base + rank < write_cluster_lines;
-        const bool carries_own = in_group && at == line;
-        std::uint32_t my_slot = s;
-        std::uint64_t my_key = k;
-        bool claimed = carries_own;
-        if (in_group && !carries_own)
-          claimed =
-              cache.claim_dirty_key(cache_ref::key(cache_ref::source_of(k), at), my_slot, my_key);
-        const bool written = write_back(mask, claimed, my_slot, my_key);
-        if (warp::ballot(mask, carries_own && !written) != 0 && warp::lane() == src)
+        const cluster_pick p = pick_in_cluster(k, s, base + rank);
+        const bool written = write_back(mask, p.claimed, p.slot, p.key);
+        if (warp::ballot(mask, p.carries_own && !written) != 0 && warp::lane() == src)
           own_written = false;
       }
     }
@@ -125,31 +136,22 @@ struct line_io {
     const unsigned rank = warp::rank_in(mask, warp::lane());
     const std::uint64_t k = warp::shfl(mask, old_key, ev);
     const std::uint32_t s = warp::shfl(mask, slot, ev);
-    const std::uint64_t line = cache_ref::line_of(k);
-    const std::uint64_t group = line - line % write_cluster_lines;
     written = nvme::status::ok();
     filled = nvme::status::ok();
     for (std::uint32_t base = 0; base < write_cluster_lines; base += lanes) {
-      const std::uint64_t at = group + base + rank;
-      const bool in_group = base + rank < write_cluster_lines;
-      const bool carries_own = in_group && at == line;
-      std::uint32_t my_slot = s;
-      std::uint64_t my_key = k;
-      bool claimed = carries_own;
-      if (in_group && !carries_own)
-        claimed = cache.claim_dirty_key(cache_ref::key(source, at), my_slot, my_key);
-      const io_request w = request_for(cache_ref::line_of(my_key), my_slot);
+      const cluster_pick p = pick_in_cluster(k, s, base + rank);
+      const io_request w = request_for(cache_ref::line_of(p.key), p.slot);
       // The READ goes with the window that carries the old line.
-      const bool own_here = warp::ballot(mask, carries_own) != 0;
+      const bool own_here = warp::ballot(mask, p.carries_own) != 0;
       const bool reading = own_here && warp::lane() == ev && fill_active;
       nvme::status w_st, r_st;
-      io.write_then_read(mask, claimed, w, w_st, reading, fill, r_st);
-      if (claimed && !w_st.success())
+      io.write_then_read(mask, p.claimed, w, w_st, reading, fill, r_st);
+      if (p.claimed && !w_st.success())
         errors->record(w_st.is_deadline() ? error_kind::deadline : error_kind::io, source, w_st,
-                       cache_ref::line_of(my_key), w.slba);
-      if (claimed && !carries_own) cache.finish_write_back(my_slot, w_st.success());
+                       cache_ref::line_of(p.key), w.slba);
+      if (p.claimed && !p.carries_own) cache.finish_write_back(p.slot, w_st.success());
       if (!own_here) continue;
-      const unsigned carrier = warp::first_lane(warp::ballot(mask, carries_own));
+      const unsigned carrier = warp::first_lane(warp::ballot(mask, p.carries_own));
       const std::uint16_t raw = warp::shfl(mask, w_st.raw, carrier);
       if (warp::lane() == ev) {
         written = nvme::status{raw};
@@ -172,10 +174,8 @@ struct line_io {
     const std::uint64_t group = line - line % write_cluster_lines;
     for (std::uint32_t base = 0; base < write_cluster_lines; base += lanes) {
       const std::uint64_t at = group + base + rank;
-      constexpr std::uint32_t idle_dirty = line_state::valid | line_state::dirty;
       const bool ready = base + rank >= write_cluster_lines || at >= lines ||
-                         (cache.state_of_key(cache_ref::key(source, at)) &
-                          (line_state::pins | line_state::busy | idle_dirty)) == idle_dirty;
+                         cache_ref::idle_dirty(cache.state_of_key(cache_ref::key(source, at)));
       if (warp::ballot(mask, !ready) != 0) return true;  // not whole yet
     }
     const unsigned leader = warp::first_lane(mask);
