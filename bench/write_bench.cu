@@ -364,8 +364,8 @@ void run_writes(const parsed_args& args, report& out) {
        << w.writes_at_kernel_end.combined_writes << " WRITEs in "
        << w.writes_at_kernel_end.write_calls << " calls during the kernel; " << w.cache.retries
        << " cache retries, " << w.cache.writebacks << " lines written back, "
-       << w.cache.overlapped_evictions << " dirty evictions overlapped with their fill), tiled " << t.seconds << " s (fdatasync " << t.sync_seconds
-       << " s). All trials: warpstore";
+       << w.cache.overlapped_evictions << " dirty evictions overlapped with their fill), tiled "
+       << t.seconds << " s (fdatasync " << t.sync_seconds << " s). All trials: warpstore";
   for (double x : ws_secs) note << ' ' << x;
   note << " s, tiled";
   for (double x : tiled_secs) note << ' ' << x;

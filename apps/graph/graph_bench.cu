@@ -330,7 +330,9 @@ std::vector<wb::result> comparisons(const table_of& t, const config& cfg, const 
               .add("service_threads", cfg.service_threads);
         }
         if (algo == "pagerank") pb.add("iterations", cfg.iterations);
-        if (algo == "cc") pb.add("cc_edges", cfg.cc_lower_only ? "lower (sorted prefix below v, each edge once)" : "all");
+        if (algo == "cc")
+          pb.add("cc_edges",
+                 cfg.cc_lower_only ? "lower (sorted prefix below v, each edge once)" : "all");
         r.params = pb.done();
         out.push_back(std::move(r));
       }
@@ -486,10 +488,12 @@ int main(int argc, char** argv) {
       .option("service-threads", "N", "12", "host controller service threads")
       .option("iterations", "N", "5", "PageRank iterations")
       .option("cc-edges", "lower|all", "lower",
-              "CC reads the prefix of each sorted list below the vertex (each undirected edge once) or every edge")
+              "CC reads the prefix of each sorted list below the vertex (each undirected edge "
+              "once) or every edge")
       .option("threads", "N", tools::hardware_threads(),
               "CPU threads for loading and the references")
-      .option("dump", "DIR", "", "write the CPU references there (scripts/graph_check_scipy.py checks them)")
+      .option("dump", "DIR", "",
+              "write the CPU references there (scripts/graph_check_scipy.py checks them)")
       .option("json", "PATH", std::string(WARPSTORE_SOURCE_DIR) + "/bench/results/apps.json",
               "results file to merge into (\"\" for none)");
   return tools::cli_main(p, "warpstore-graph", argc, argv, [&](const wb::parsed_args& a) {
@@ -508,7 +512,8 @@ int main(int argc, char** argv) {
     c.service_threads = static_cast<std::uint32_t>(a.count("service-threads"));
     c.iterations = static_cast<std::uint32_t>(a.count("iterations"));
     const std::string cc_edges = a.str("cc-edges");
-    if (cc_edges != "lower" && cc_edges != "all") throw wb::usage_error("--cc-edges: lower or all, not " + cc_edges);
+    if (cc_edges != "lower" && cc_edges != "all")
+      throw wb::usage_error("--cc-edges: lower or all, not " + cc_edges);
     c.cc_lower_only = cc_edges == "lower";
     c.threads = static_cast<unsigned>(std::max<std::uint64_t>(1, a.count("threads")));
     c.json = a.str("json");

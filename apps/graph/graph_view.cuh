@@ -38,10 +38,11 @@ struct plain_graph {
   }
 
   template <class F>
-  WARPSTORE_HD bool for_each_lower(unsigned mask, std::uint64_t b, std::uint64_t e, std::uint64_t limit,
-                                   F&& f) const {
+  WARPSTORE_HD bool for_each_lower(unsigned mask, std::uint64_t b, std::uint64_t e,
+                                   std::uint64_t limit, F&& f) const {
     const unsigned lanes = detail::warp::popcount(mask);
-    for (std::uint64_t k = b + detail::warp::rank_in(mask, detail::warp::lane()); k < e; k += lanes) {
+    for (std::uint64_t k = b + detail::warp::rank_in(mask, detail::warp::lane()); k < e;
+         k += lanes) {
       const std::uint32_t u = neighbours[k];
       if (u >= limit) break;  // sorted: the rest of this lane's edges are higher
       f(k, u);
@@ -98,8 +99,8 @@ struct store_graph {
 
   // The lines past the one where the sorted list reaches `limit` are not read.
   template <class F>
-  WARPSTORE_HD bool for_each_lower(unsigned mask, std::uint64_t b, std::uint64_t e, std::uint64_t limit,
-                                   F&& f) const {
+  WARPSTORE_HD bool for_each_lower(unsigned mask, std::uint64_t b, std::uint64_t e,
+                                   std::uint64_t limit, F&& f) const {
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     for (std::uint64_t i = b; i < e;) {

@@ -279,7 +279,8 @@ int run(const config& cfg) {
       std::vector<double> times{w.seconds}, base_times{b.seconds};
       for (unsigned rep = 1; rep < cfg.repeat; ++rep) {
         const timed_answer base_again = base.run(cfg, k, threshold, sums);
-        bad += mismatches(name + " (repeat " + std::to_string(rep) + ")", want, {{"full load", base_again.a}});
+        bad += mismatches(name + " (repeat " + std::to_string(rep) + ")", want,
+                          {{"full load", base_again.a}});
         base_times.push_back(base_again.seconds);
         const timed_answer again = run_store(cfg, ctls, rows, k, threshold, sums);
         const std::uint64_t wrong = mismatches(name + " (repeat " + std::to_string(rep) + ")", want,
@@ -364,29 +365,36 @@ int main(int argc, char** argv) {
   wb::arg_parser p("warpstore-taxi", "Columnar queries Q0..Q5 through warpstore against loading whole columns");
   p.common()
       .positional("TABLE", "table directory (warpstore-taxigen)")
-      .option("layout", "NAME", "zone", "the table's layout, as generated (names the results: zone is plain)")
+      .option("layout", "NAME", "zone",
+              "the table's layout, as generated (names the results: zone is plain)")
       .option("queries", "LIST", "0,1,2,3,4,5", "queries run at --query-selectivity")
       .option("query-selectivity", "F", "0.01", "fraction of trips selected for --queries")
-      .option("sweep", "LIST", "0.001,0.005,0.01,0.05,0.1,0.25,0.5", "selectivities Q5 is swept over")
+      .option("sweep", "LIST", "0.001,0.005,0.01,0.05,0.1,0.25,0.5",
+              "selectivities Q5 is swept over")
       .option("cache-bytes", "BYTES", "2G", "warpstore cache")
       .option("line-size", "BYTES", "64K",
-              "warpstore cache line size (every distance line is read: large lines mean fewer requests)")
+              "warpstore cache line size (every distance line is read: large lines mean fewer "
+              "requests)")
       .option("chunk-rows", "N", "1024", "rows a warp scans at a time (both sides)")
       .option("queue-depth", "N", "64",
               "host controller queue depth (pinned staging per column: queues x depth x line size)")
       .option("tag", "NAME", "", "appended to the results' names (variants of the study)")
-      .option("distance-threads", "N", "10", "host controller service threads for the distance column")
-      .option("column-threads", "N", "1", "service threads for each further column (all columns' threads together: at most the cores)")
-      .option("threads", "N", tools::hardware_threads(),
-              "CPU threads reading files")
+      .option("distance-threads", "N", "10",
+              "host controller service threads for the distance column")
+      .option("column-threads", "N", "1",
+              "service threads for each further column (all columns' threads together: at most the "
+              "cores)")
+      .option("threads", "N", tools::hardware_threads(), "CPU threads reading files")
       .option("json", "PATH", std::string(WARPSTORE_SOURCE_DIR) + "/bench/results/apps.json",
               "results file to merge into (\"\" for none)")
       .option("further-read", "MODE", "operator",
-              "how selected trips read further columns: operator (divergent lanes, column-0 line pinned), "
+              "how selected trips read further columns: operator (divergent lanes, column-0 line "
+              "pinned), "
               "converged (all lanes, read_masked), released (column-0 line unpinned first)")
       .flag("cache-per-column", "one cache per column (each --cache-bytes) instead of one shared")
       .option("controller", "KIND", "host", "warpstore controller: host or memory")
-      .option("repeat", "N", "1", "runs of each side per query, alternating, each checked (medians reported)")
+      .option("repeat", "N", "1",
+              "runs of each side per query, alternating, each checked (medians reported)")
       .option("diagnose", "on|off", "on", "after a wrong answer, rerun with fewer further columns");
   return tools::cli_main(p, "warpstore-taxi", argc, argv, [&](const wb::parsed_args& a) {
     config c;

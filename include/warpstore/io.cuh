@@ -218,9 +218,9 @@ struct io_ref {
     if (!active) return nvme::status::ok();
     return qp.submit(ticket, nvme::make_rw(nvme::opcode::read, 0, 0, r.slba, r.blocks, 0), r.dst);
   }
-  WARPSTORE_HD static nvme::status collect_reads(const queue_pair_ref& qp, unsigned mask, bool active,
-                                                 const io_request& r, std::uint64_t ticket,
-                                                 nvme::status mine) {
+  WARPSTORE_HD static nvme::status collect_reads(const queue_pair_ref& qp, unsigned mask,
+                                                 bool active, const io_request& r,
+                                                 std::uint64_t ticket, nvme::status mine) {
     unsigned todo = detail::warp::ballot(mask, active && mine.success());
     while (todo) {
       const unsigned src = detail::warp::first_lane(todo);

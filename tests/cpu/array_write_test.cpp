@@ -163,7 +163,8 @@ TEST_P(ArrayWrite, OverlappedEvictionLosesNothingAndReadersSeeTheEvictedBytes) {
         const std::uint64_t back = lane + 8 * (rng.next() % (n + 1));
         const std::uint64_t j = back * per_line + back % per_line;
         if (ref[j] != new_word(j)) wrong.fetch_add(1);
-        const std::uint64_t kept = back * per_line + (back + per_line / 2) % per_line;  // never written
+        const std::uint64_t kept =
+            back * per_line + (back + per_line / 2) % per_line;  // never written
         if (ref[kept] != tools::pattern_word(kept * 8)) wrong.fetch_add(1);
       }
     });
@@ -179,8 +180,9 @@ TEST_P(ArrayWrite, OverlappedEvictionLosesNothingAndReadersSeeTheEvictedBytes) {
     EXPECT_EQ(file_mismatches(f.path(), ref.size(),
                               [&](std::uint64_t i) {
                                 const std::uint64_t l = i / per_line;
-                                return i == l * per_line + l % per_line ? new_word(i)
-                                                                        : tools::pattern_word(i * 8);
+                                return i == l * per_line + l % per_line
+                                           ? new_word(i)
+                                           : tools::pattern_word(i * 8);
                               }),
               0u)
         << "overlapped " << overlapped;

@@ -44,7 +44,8 @@ void expect_references(cpu_launch launch, const View& view, const graph::csr& g)
   const std::uint32_t source = g.neighbours[0];
   EXPECT_EQ(reference::compare_exact(run_bfs(launch, view, source), reference::bfs(g, source, 4)).first, "");
   const std::vector<std::uint32_t> components = reference::components(g, 4);
-  EXPECT_EQ(reference::compare_exact(run_cc(launch, view), components).first, "");  // lower prefix only
+  EXPECT_EQ(reference::compare_exact(run_cc(launch, view), components).first,
+            "");  // lower prefix only
   EXPECT_EQ(reference::compare_exact(run_cc(launch, view, nullptr, false), components).first, "");
   EXPECT_EQ(reference::compare_exact(run_sssp(launch, view, source), reference::sssp(g, source)).first, "");
   const auto pr = run_pagerank(launch, view, 4, 0.85f);

@@ -433,11 +433,15 @@ int main(int argc, char** argv) {
       if (std::find(modes.begin(), modes.end(), "powercut") != modes.end()) {
         fs::create_directories(cdir);
         std::vector<std::string> v = args("powercut", cdir, 1);
-        v.insert(v.end(), {"--cut-after-us", "0", "--cut-at-write", std::to_string(~std::uint64_t{0})});
+        v.insert(v.end(),
+                 {"--cut-after-us", "0", "--cut-at-write", std::to_string(~std::uint64_t{0})});
         const child_result wc = spawn(v, std::nullopt, deadline);
-        if (!exited_ok(wc) || !wc.verdict || wc.acked != states || wc.state != states || wc.writes == 0)
-          throw std::runtime_error(wname + ": the uninterrupted run over the power-cut layer failed "
-                                   "(acknowledged " + std::to_string(wc.acked) + ", recovered state " +
+        if (!exited_ok(wc) || !wc.verdict || wc.acked != states || wc.state != states ||
+            wc.writes == 0)
+          throw std::runtime_error(wname +
+                                   ": the uninterrupted run over the power-cut layer failed "
+                                   "(acknowledged " +
+                                   std::to_string(wc.acked) + ", recovered state " +
                                    std::to_string(wc.state) + ", " + std::to_string(wc.writes) +
                                    " WRITEs): " + wc.detail);
         run_writes = wc.writes;
@@ -556,7 +560,8 @@ int main(int argc, char** argv) {
         else {
           p.push_back({"blocks_reverted", t.reverted_blocks});
           p.push_back({"trials_that_reverted_blocks", t.reverting_cuts});
-          p.push_back({"cuts", "even trials at a random instant, odd ones as a random WRITE starts"});
+          p.push_back(
+              {"cuts", "even trials at a random instant, odd ones as a random WRITE starts"});
         }
         p.push_back({"crash_after_last_commit", t.finished_before});
         r.params.push_back({wname, bench::json::value(std::move(p))});
