@@ -71,6 +71,30 @@ __global__ void random_store_kernel(array_ref<std::uint64_t> a, unsigned* blocks
   }
 }
 
+// Thread t owns lines t, t + T, t + 2T, ... (T threads): it stores one word
+// of each in turn and, after each store, reads back the stored word and a
+// never-written word of a random earlier line of its own, which the small
+// cache has most likely evicted dirty meanwhile (or is evicting). Counts
+// the reads that do not see what they must.
+__global__ void store_then_read_back_kernel(array_ref<std::uint64_t> a, unsigned steps,
+                                            unsigned long long* wrong) {
+  constexpr std::uint64_t per_line = 4096 / 8;
+  const std::uint64_t t = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
+  const std::uint64_t threads = std::uint64_t{gridDim.x} * blockDim.x;
+  unsigned long long bad = 0;
+  for (unsigned s = 0; s < steps; ++s) {
+    const std::uint64_t line = t + s * threads;
+    const std::uint64_t i = line * per_line + line % per_line;
+    a.store(i, tools::pattern_word(i * 8, new_seed));
+    const std::uint64_t back = t + (mix(t * 31 + s) % (s + 1)) * threads;
+    const std::uint64_t j = back * per_line + back % per_line;
+    const std::uint64_t kept = back * per_line + (back + per_line / 2) % per_line;
+    bad += a[j] != tools::pattern_word(j * 8, new_seed);
+    bad += a[kept] != tools::pattern_word(kept * 8);
+  }
+  if (bad) atomicAdd(wrong, bad);
+}
+
 __global__ void read_one_kernel(array_ref<std::uint64_t> a, std::uint64_t* out) {
   *out = a[0];
 }
@@ -166,6 +190,47 @@ TEST_P(GpuArrayWrite, RandomStoresAndADeviceInitiatedFlush) {
     stored_wrong += file[i] != tools::pattern_word(i * 8, new_seed);
   }
   EXPECT_EQ(stored_wrong, 0u);
+}
+
+// Overlapped eviction on the GPU: warps that evict dirty lines of their own
+// take the slots at once and send the old bytes and their own READs
+// together; reads of an evicted line must still see its bytes (they wait
+// for its WRITE), and the file must hold every store after the flush.
+TEST_P(GpuArrayWrite, ReadsOfLinesEvictedDirtySeeTheirBytes) {
+  test::pattern_file f(file_bytes);
+  options o = gpu_options(GetParam().kind, GetParam().deliver);
+  o.eager_write_back = false;  // lines stay dirty until evicted
+  o.overlapped_eviction = true;
+  array<std::uint64_t> a(f.path(), 0, o);
+  constexpr std::uint64_t per_line = 4096 / 8;
+  const std::uint64_t lines = file_bytes / 4096;  // 65536; the cache holds 4096
+  constexpr unsigned blocks = 64, threads = 256, steps = 4;
+  static_assert(std::uint64_t{blocks} * threads * steps == (file_bytes / 4096));
+  unsigned long long* wrong = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&wrong, sizeof *wrong));
+  WARPSTORE_CUDA_TRY(cudaMemset(wrong, 0, sizeof *wrong));
+  store_then_read_back_kernel<<<blocks, threads>>>(a.ref(), steps, wrong);
+  WARPSTORE_CHECK_LAUNCH();
+  runtime::synchronize();
+  unsigned long long w = 0;
+  WARPSTORE_CUDA_TRY(cudaMemcpy(&w, wrong, sizeof w, cudaMemcpyDeviceToHost));
+  cudaFree(wrong);
+  a.check();
+  EXPECT_EQ(w, 0u);
+  EXPECT_GT(a.stats().overlapped_evictions, 0u);
+  a.flush();
+  std::vector<std::uint64_t> file(file_bytes / 8);
+  tools::detail::fd_guard fd(::open(f.path().c_str(), O_RDONLY));
+  ASSERT_EQ(tools::detail::pread_all(fd.get(), reinterpret_cast<unsigned char*>(file.data()),
+                                     file_bytes, 0, f.path()),
+            file_bytes);
+  std::uint64_t bad = 0;
+  for (std::uint64_t i = 0; i < file.size(); ++i) {
+    const std::uint64_t l = i / per_line;
+    const bool stored = l < lines && i == l * per_line + l % per_line;
+    bad += file[i] != (stored ? tools::pattern_word(i * 8, new_seed) : tools::pattern_word(i * 8));
+  }
+  EXPECT_EQ(bad, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Controllers, GpuArrayWrite, test::write_cases(), test::write_case_name);
