@@ -256,15 +256,6 @@ warpstore_trial run_warpstore(const std::string& in_path, const std::string& out
   return t;
 }
 
-// Index of the median of `secs` (the lower one of an even count).
-std::size_t median_index(const std::vector<double>& secs) {
-  std::vector<std::size_t> order(secs.size());
-  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return secs[a] < secs[b]; });
-  return order[(order.size() - 1) / 2];
-}
-
 json::array as_json(const std::vector<double>& v) {
   json::array a;
   for (double x : v) a.emplace_back(x);

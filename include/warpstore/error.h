@@ -57,6 +57,12 @@ struct error_record {
     lba = block;
     detail::publish_record(state);
   }
+  // A command that failed with status `st`: a deadline if it timed out,
+  // else an I/O error.
+  WARPSTORE_HD void record_failed(std::uint32_t src, nvme::status st, std::uint64_t idx,
+                                  std::uint64_t block) {
+    record(st.is_deadline() ? error_kind::deadline : error_kind::io, src, st, idx, block);
+  }
 };
 
 // Raised on the host for an error a kernel recorded.

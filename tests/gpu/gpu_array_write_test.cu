@@ -113,6 +113,17 @@ options gpu_options(controller_kind kind, delivery d) {
   return o;
 }
 
+// The words of the test file at `path`, as it is now (at most file_bytes;
+// fewer if the file is shorter).
+std::vector<std::uint64_t> file_words(const std::string& path) {
+  std::vector<std::uint64_t> words(file_bytes / 8);
+  tools::detail::fd_guard fd(::open(path.c_str(), O_RDONLY));
+  words.resize(tools::detail::pread_all(fd.get(), reinterpret_cast<unsigned char*>(words.data()),
+                                        file_bytes, 0, path) /
+               8);
+  return words;
+}
+
 unsigned host_threads() {
   return std::max(1u, std::thread::hardware_concurrency());
 }
@@ -171,11 +182,8 @@ TEST_P(GpuArrayWrite, RandomStoresAndADeviceInitiatedFlush) {
   if (GetParam().kind == controller_kind::memory) a.flush();  // pinned memory to the file
   // Every word is either untouched or the new pattern, and the stored ones
   // are new: check the stored indices on the host.
-  std::vector<std::uint64_t> file(file_bytes / 8);
-  tools::detail::fd_guard fd(::open(f.path().c_str(), O_RDONLY));
-  ASSERT_EQ(tools::detail::pread_all(fd.get(), reinterpret_cast<unsigned char*>(file.data()),
-                                     file_bytes, 0, f.path()),
-            file_bytes);
+  const std::vector<std::uint64_t> file = file_words(f.path());
+  ASSERT_EQ(file.size() * 8, file_bytes);
   std::uint64_t bad = 0;
   for (std::uint64_t i = 0; i < file.size(); ++i)
     bad += file[i] != tools::pattern_word(i * 8) && file[i] != tools::pattern_word(i * 8, new_seed);
@@ -219,11 +227,8 @@ TEST_P(GpuArrayWrite, ReadsOfLinesEvictedDirtySeeTheirBytes) {
   EXPECT_EQ(w, 0u);
   EXPECT_GT(a.stats().overlapped_evictions, 0u);
   a.flush();
-  std::vector<std::uint64_t> file(file_bytes / 8);
-  tools::detail::fd_guard fd(::open(f.path().c_str(), O_RDONLY));
-  ASSERT_EQ(tools::detail::pread_all(fd.get(), reinterpret_cast<unsigned char*>(file.data()),
-                                     file_bytes, 0, f.path()),
-            file_bytes);
+  const std::vector<std::uint64_t> file = file_words(f.path());
+  ASSERT_EQ(file.size() * 8, file_bytes);
   std::uint64_t bad = 0;
   for (std::uint64_t i = 0; i < file.size(); ++i) {
     const std::uint64_t l = i / per_line;

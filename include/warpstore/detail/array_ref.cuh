@@ -329,11 +329,6 @@ struct array_ref {
       const bool skip_read = Write && overwrite;
       io_request req = l.request_for(line, r.slot);
       nvme::status st = io.read(mask, filling && !skip_read, req);
-      if (filling && !st.success()) {
-        cache.abandon(r.slot);
-        errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, source, st,
-                       index, req.slba);
-      }
       // Readers too: a set full of dirty lines makes room by writing one back.
       bool writing_back = is_leader && r.kind == acquire_kind::write_back;
       const bool wrote_back = detail::warp::ballot(mask, writing_back) != 0;
@@ -363,14 +358,13 @@ struct array_ref {
               r.kind = acquire_kind::fill;
               filling = true;
               st = filled;
-              if (!st.success()) {
-                cache.abandon(r.slot);
-                errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, source, st,
-                               index, req.slba);
-              }
             }
           }
         }
+      }
+      if (filling && !st.success()) {  // a plain fill's READ, or an eviction's
+        cache.abandon(r.slot);
+        errors->record_failed(source, st, index, req.slba);
       }
       if (detail::warp::ballot(mask, writing_back) != 0)
         written_back = l.write_back_clustered(mask, writing_back, r.slot, r.old_key);

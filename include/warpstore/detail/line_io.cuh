@@ -57,7 +57,7 @@ struct line_io {
       cache.finish_write_back(slot, st.success());
       written = st.success();
       if (!st.success())
-        errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, s, st,
+        errors->record_failed(s, st,
                        cache_ref::line_of(key), req.slba);
     }
     return written;
@@ -147,7 +147,7 @@ struct line_io {
       nvme::status w_st, r_st;
       io.write_then_read(mask, p.claimed, w, w_st, reading, fill, r_st);
       if (p.claimed && !w_st.success())
-        errors->record(w_st.is_deadline() ? error_kind::deadline : error_kind::io, source, w_st,
+        errors->record_failed(source, w_st,
                        cache_ref::line_of(p.key), w.slba);
       if (p.claimed && !p.carries_own) cache.finish_write_back(p.slot, w_st.success());
       if (!own_here) continue;
@@ -264,7 +264,7 @@ struct line_io {
   WARPSTORE_HD bool flush_controller() const {
     const nvme::status st = io.flush();
     if (st.success()) return true;
-    errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, source, st, 0, 0);
+    errors->record_failed(source, st, 0, 0);
     return false;
   }
 };

@@ -318,7 +318,7 @@ struct log_ref {
     if (w::lane() == leader) {
       const nvme::status st = io.flush();
       if (!st.success()) {
-        errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, 0, st, 0, 0);
+        errors->record_failed(0, st, 0, 0);
         good = 0;
       }
     }
@@ -406,7 +406,7 @@ struct log_ref {
                        line_size >> nvme::block_shift, slot(region, line)};
       const nvme::status st = io.write(mask, active, r);
       if (active && !st.success()) {
-        errors->record(st.is_deadline() ? error_kind::deadline : error_kind::io, region, st, line,
+        errors->record_failed(region, st, line,
                        r.slba);
         ok = false;
       }
