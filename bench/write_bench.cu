@@ -217,6 +217,8 @@ void declare_writes(command_spec& cmd) {
       .option("io-threads", "N", "8", "tiled baseline: pread/pwrite threads per tile")
       .option("repeat", "N", "3", "alternating trials of each side; the medians are reported")
       .option("output", "PATH", "", "output file [default: the data file + .out]")
+      .option("output-direct", "off|auto|on", "",
+              "O_DIRECT for C's host controller [default: as --direct]")
       .option("name", "NAME", "write.vectoradd.vs_tiled", "result name");
 }
 
@@ -226,17 +228,20 @@ struct warpstore_trial {
   cache_stats cache;
   controller_stats writes, writes_at_kernel_end;
   std::string controller;
+  bool output_direct = false;
 };
 
 warpstore_trial run_warpstore(const std::string& in_path, const std::string& out_path,
-                              std::uint64_t n, const options& opts) {
+                              std::uint64_t n, const options& opts, direct_io output_direct) {
   warpstore_trial t;
   auto c = std::make_shared<cache>(opts);
   auto in_ctl = make_controller(in_path, opts);
   options wopts = opts;
   wopts.writable = true;
+  wopts.direct = output_direct;
   auto out_ctl = make_controller(out_path, wopts);
   t.controller = out_ctl->name();
+  t.output_direct = out_ctl->file().direct();
   array<std::uint64_t> a(c, in_ctl, n, 0, opts);
   array<std::uint64_t> b(c, in_ctl, n, n * 8, opts);
   array<std::uint64_t> cc(c, out_ctl, n, 0, wopts);
@@ -280,6 +285,8 @@ void run_writes(const parsed_args& args, report& out) {
   opts.cache_bytes = args.size("cache-bytes");
   opts.line_size = static_cast<std::uint32_t>(args.size("line-size"));
   if (opts.cache_bytes >= n * 8) throw usage_error("--cache-bytes must be smaller than each array");
+  const direct_io output_direct =
+      args.str("output-direct").empty() ? opts.direct : parse_direct(args.str("output-direct"));
   const std::uint64_t tile_elems = args.size("tile") / 8;
   const auto io_threads = static_cast<unsigned>(args.integer("io-threads"));
 
@@ -291,7 +298,7 @@ void run_writes(const parsed_args& args, report& out) {
   std::uint64_t ws_bad = 0, tiled_bad = 0;
   for (unsigned trial = 0; trial < repeat; ++trial) {
     reset_output(out_path, n * 8);
-    ws.push_back(run_warpstore(in.path, out_path, n, opts));
+    ws.push_back(run_warpstore(in.path, out_path, n, opts, output_direct));
     ws_secs.push_back(ws.back().seconds);
     ws_bad += check_output(out_path, n, in.seed, check_threads);
     reset_output(out_path, n * 8);
@@ -320,6 +327,7 @@ void run_writes(const parsed_args& args, report& out) {
                  .add("cache_bytes", u64(opts.cache_bytes))
                  .add("line_size", opts.line_size)
                  .add("controller", w.controller)
+                 .add("output_direct", w.output_direct)
                  .add("trials", repeat)
                  .add("statistic", "median of the trials, each side")
                  .add("warpstore_seconds", w.seconds)
