@@ -62,13 +62,21 @@ std::uint64_t expected(std::uint64_t i, std::uint64_t n, std::uint64_t seed) {
 }
 
 // An output file of exactly `bytes` bytes, all zero (so a run that writes
-// nothing cannot pass the check).
-void reset_output(const std::string& path, std::uint64_t bytes) {
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) throw std::runtime_error("cannot create " + path);
-  const int r = ::ftruncate(fd, static_cast<off_t>(bytes));
-  ::close(fd);
-  if (r != 0) throw std::runtime_error("cannot size " + path);
+// nothing cannot pass the check): a fresh sparse file, or with `overwrite`
+// zeros written into allocated blocks and made durable, so the run
+// overwrites them (no block allocation while it writes).
+void reset_output(const std::string& path, std::uint64_t bytes, bool overwrite, unsigned threads) {
+  tools::detail::fd_guard fd(::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
+  if (fd.get() < 0) throw std::runtime_error("cannot create " + path);
+  if (::ftruncate(fd.get(), static_cast<off_t>(bytes)) != 0)
+    throw std::runtime_error("cannot size " + path);
+  if (!overwrite) return;
+  const std::vector<unsigned char> zeros(tools::detail::chunk_bytes, 0);
+  tools::detail::parallel_chunks(
+      bytes, tools::detail::chunk_bytes, threads, {}, [&](std::uint64_t off, std::uint64_t len) {
+        tools::detail::pwrite_all(fd.get(), zeros.data(), len, off, path);
+      });
+  if (::fdatasync(fd.get()) != 0) throw std::runtime_error("fdatasync of " + path + " failed");
 }
 
 // Words of the output that are not A + B.
@@ -217,6 +225,9 @@ void declare_writes(command_spec& cmd) {
       .option("io-threads", "N", "8", "tiled baseline: pread/pwrite threads per tile")
       .option("repeat", "N", "3", "alternating trials of each side; the medians are reported")
       .option("output", "PATH", "", "output file [default: the data file + .out]")
+      .flag("overwrite",
+            "before each trial, write the output whole with zeros and sync it, so both sides "
+            "overwrite allocated blocks [default: a fresh sparse output]")
       .option("output-direct", "off|auto|on", "",
               "O_DIRECT for C's host controller [default: as --direct]")
       .option("name", "NAME", "write.vectoradd.vs_tiled", "result name");
@@ -277,6 +288,7 @@ void run_writes(const parsed_args& args, report& out) {
   const unsigned check_threads = std::max(1u, std::thread::hardware_concurrency());
   const double bytes_moved = 3.0 * n * 8;
   const auto repeat = static_cast<unsigned>(args.integer("repeat"));
+  const bool overwrite = args.flag("overwrite");
   if (repeat == 0) throw usage_error("--repeat must be at least 1");
 
   // warpstore: A and B read-only over the data file, C read-write over the
@@ -297,11 +309,11 @@ void run_writes(const parsed_args& args, report& out) {
   std::vector<double> ws_secs, tiled_secs;
   std::uint64_t ws_bad = 0, tiled_bad = 0;
   for (unsigned trial = 0; trial < repeat; ++trial) {
-    reset_output(out_path, n * 8);
+    reset_output(out_path, n * 8, overwrite, check_threads);
     ws.push_back(run_warpstore(in.path, out_path, n, opts, output_direct));
     ws_secs.push_back(ws.back().seconds);
     ws_bad += check_output(out_path, n, in.seed, check_threads);
-    reset_output(out_path, n * 8);
+    reset_output(out_path, n * 8, overwrite, check_threads);
     tiled.push_back(run_tiled(in.path, out_path, n, tile_elems, io_threads));
     tiled_secs.push_back(tiled.back().seconds);
     tiled_bad += check_output(out_path, n, in.seed, check_threads);
@@ -349,6 +361,7 @@ void run_writes(const parsed_args& args, report& out) {
                  .add("tiled_seconds_all", as_json(tiled_secs))
                  .add("tiled_fdatasync_seconds", t.sync_seconds)
                  .add("tile_bytes", u64(tile_elems * 8))
+                 .add("output", overwrite ? "overwritten" : "fresh")
                  .add("warpstore_mismatches", u64(ws_bad))
                  .add("tiled_mismatches", u64(tiled_bad))
                  .done();
