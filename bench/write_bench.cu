@@ -357,6 +357,8 @@ void run_writes(const parsed_args& args, report& out) {
                  .add("write_behind_bytes", u64(opts.write_behind_bytes))
                  .add("eager_write_back", opts.eager_write_back)
                  .add("write_behind_starts", u64(w.writes.write_behind_starts))
+                 .add("kernel_write_thread_seconds",
+                      static_cast<double>(w.writes_at_kernel_end.write_ns) * 1e-9)
                  .add("tiled_seconds", t.seconds)
                  .add("tiled_seconds_all", as_json(tiled_secs))
                  .add("tiled_fdatasync_seconds", t.sync_seconds)

@@ -68,6 +68,9 @@ struct controller_stats {
   std::uint64_t write_calls = 0;
   std::uint64_t write_batches = 0;
   std::uint64_t write_behind_starts = 0;  // sync_file_range calls (write-behind)
+  // Nanoseconds the write thread spent in pwritev: against the time a
+  // kernel took, whether the write thread bounded it.
+  std::uint64_t write_ns = 0;
   // Host controller: nanoseconds FLUSH commands spent in fdatasync (summed
   // over commands; overlapping ones count each).
   std::uint64_t sync_ns = 0;

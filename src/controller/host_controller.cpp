@@ -1012,7 +1012,9 @@ void host_controller::write_combiner::execute(std::vector<item>& batch) {
       bytes += batch[j].bytes;
       ++j;
     }
+    const std::uint64_t started = steady_ns();
     write_run(&batch[i], j - i);
+    owner_.counters_.write_ns.fetch_add(steady_ns() - started, std::memory_order_relaxed);
     owner_.counters_.write_calls.fetch_add(1, std::memory_order_relaxed);
     unstarted_bytes_ += bytes;
     // Back to the owners now, not after the whole batch: a batch can take
@@ -1169,6 +1171,7 @@ controller_stats host_controller::stats() const {
   s.sync_ns = counters_.sync_ns.load(std::memory_order_relaxed);
   s.write_batches = counters_.write_batches.load(std::memory_order_relaxed);
   s.write_behind_starts = counters_.write_behind_starts.load(std::memory_order_relaxed);
+  s.write_ns = counters_.write_ns.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -65,6 +65,7 @@ class host_controller final : public controller {
     std::atomic<std::uint64_t> sync_ns{0};
     std::atomic<std::uint64_t> write_batches{0};
     std::atomic<std::uint64_t> write_behind_starts{0};
+    std::atomic<std::uint64_t> write_ns{0};
   };
 
   // Records the first failure outside any one command; check() raises it.

@@ -617,6 +617,7 @@ TEST_P(HostControllerWrites, NeighbouringWritesLandWholeWithOrWithoutTheWriteThr
     EXPECT_LE(s.write_calls, s.combined_writes);
     EXPECT_GE(s.write_batches, 1u);
     EXPECT_LE(s.write_batches, s.write_calls);
+    EXPECT_GT(s.write_ns, 0u);  // timed around its pwritev calls
     // 1 MiB written, writeback started every 16 KiB: the helper thread ran
     // (it runs apart from the writes: give it a moment).
     for (int i = 0; i < 500 && s.write_behind_starts == 0; ++i) {
@@ -627,6 +628,7 @@ TEST_P(HostControllerWrites, NeighbouringWritesLandWholeWithOrWithoutTheWriteThr
   } else {
     EXPECT_EQ(s.combined_writes, 0u);
     EXPECT_EQ(s.write_calls, 0u);
+    EXPECT_EQ(s.write_ns, 0u);
     EXPECT_EQ(s.write_behind_starts, 0u);
   }
   // Through the queues, then on disk after the controller is gone.
