@@ -9,8 +9,9 @@
 # GPU suite (among it the write tests: 1 M threads storing through a cache
 # 1/16 of the data, both controllers, both deliveries, file verified), and
 # the write-heavy vector add against the tiled baseline (host controller as
-# configured by default, 11 alternating trials each side, then, 3 trials
-# each, without its write-behind, without eager
+# configured by default, 11 alternating trials each side; 11 with 8 service
+# threads per controller; 7 over an output whose blocks exist (--overwrite);
+# then, 3 trials each, without its write-behind, without eager
 # write-back, without overlapped eviction, without both of those, then the
 # memory controller),
 # which merges write.vectoradd.vs_tiled into
@@ -30,27 +31,34 @@ done
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/gpu-tests.log" | tee -a "$out/summary.log" >&2
 
 json="$root/bench/results/durability.json"
-# vector_add TITLE LOG NAME CONTROLLER TRIALS THREADS [VAR=VALUE...]: one vector-add
-# result, THREADS service threads per host controller, the environment
-# settings given applied to warpstore's side. The input and the output
+# vector_add TITLE LOG NAME CONTROLLER TRIALS THREADS [VAR=VALUE|--OPTION...]:
+# one vector-add result, THREADS service threads per host controller, the
+# environment settings given applied to warpstore's side, the options
+# passed to the benchmark. The input and the output
 # array each have a host controller, with the library's default of 4
 # service threads: with the write thread and the write-behind
 # thread that is 10 busy threads on the 16 cores. (With 8 each, 18 threads
 # fight over 16 cores, the write thread, which bounds the kernel, among
 # them: 0.977 against 1.224 with 4, 11 trials each, same lease, 2026-11-25.)
 vector_add() {
-  local title=$1 log=$2 name=$3 controller=$4 trials=$5 threads=$6
+  local title=$1 log=$2 name=$3 controller=$4 trials=$5 threads=$6 word
   shift 6
+  local envs=() opts=()
+  for word in "$@"; do
+    if [[ $word == --* ]]; then opts+=("$word"); else envs+=("$word"); fi
+  done
   step "vector add vs tiled ($title)"
-  env "$@" timeout 150 "$build/bench/warpstore-bench" writes --json "$json" \
+  env "${envs[@]}" timeout 150 "$build/bench/warpstore-bench" writes --json "$json" \
     --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
-    --controller "$controller" --service-threads "$threads" --direct off --repeat "$trials" --name "$name" \
-    >"$out/$log" 2>&1 || fail "warpstore-bench writes, $title (exit $?)"
+    --controller "$controller" --service-threads "$threads" --direct off --repeat "$trials" \
+    --name "$name" "${opts[@]}" >"$out/$log" 2>&1 || fail "warpstore-bench writes, $title (exit $?)"
   tail -6 "$out/$log" | tee -a "$out/summary.log" >&2
 }
 vector_add "host controller" bench-writes.log write.vectoradd.vs_tiled host 11 4
 vector_add "host controller, 8 service threads each" bench-writes-threads8.log \
   write.vectoradd.threads8.vs_tiled host 11 8
+vector_add "host controller, output overwritten" bench-writes-overwrite.log \
+  write.vectoradd.overwrite.vs_tiled host 7 4 --overwrite
 vector_add "host controller, no write-behind" bench-writes-no-write-behind.log \
   write.vectoradd.no_write_behind.vs_tiled host 3 4 WARPSTORE_WRITE_BEHIND_BYTES=0
 vector_add "host controller, no eager write-back" bench-writes-no-eager.log \
