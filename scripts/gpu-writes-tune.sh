@@ -25,15 +25,10 @@ i=0
 while IFS= read -r v; do
   [ -n "$v" ] || continue
   i=$((i + 1))
-  envs=() opts=()
-  for word in $v; do
-    if [[ $word == WARPSTORE_*=* ]]; then envs+=("$word"); else opts+=("$word"); fi
-  done
   step "vector add vs tiled, variant $i: $v"
-  env "${envs[@]}" timeout 120 "$build/bench/warpstore-bench" writes --json "$out/tune.json" \
-    --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
-    --controller host --service-threads 4 --direct off --repeat "$repeat" --name "variant.$i" "${opts[@]}" \
-    >"$out/variant-$i.log" 2>&1 || fail "variant $i: $v (exit $?)"
+  # shellcheck disable=SC2086 # a variant is a list of words
+  vector_add_run "$out/tune.json" "variant.$i" host "$repeat" 4 "variant-$i.log" $v ||
+    fail "variant $i: $v (exit $?)"
   tail -4 "$out/variant-$i.log" | tee -a "$out/summary.log" >&2
 done <<<"$variants"
 rm -f /tmp/warpstore-writes.dat.out

@@ -31,27 +31,20 @@ done
 grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/gpu-tests.log" | tee -a "$out/summary.log" >&2
 
 json="$root/bench/results/durability.json"
-# vector_add TITLE LOG NAME CONTROLLER TRIALS THREADS [VAR=VALUE|--OPTION...]:
-# one vector-add result, THREADS service threads per host controller, the
-# environment settings given applied to warpstore's side, the options
-# passed to the benchmark. The input and the output
+# vector_add TITLE LOG NAME CONTROLLER TRIALS THREADS [WORD...]: one
+# vector-add result (vector_add_run), THREADS service threads per host
+# controller. The input and the output
 # array each have a host controller, with the library's default of 4
 # service threads: with the write thread and the write-behind
 # thread that is 10 busy threads on the 16 cores. (With 8 each, 18 threads
 # fight over 16 cores, the write thread, which bounds the kernel, among
 # them: 0.977 against 1.224 with 4, 11 trials each, same lease, 2026-11-25.)
 vector_add() {
-  local title=$1 log=$2 name=$3 controller=$4 trials=$5 threads=$6 word
+  local title=$1 log=$2 name=$3 controller=$4 trials=$5 threads=$6
   shift 6
-  local envs=() opts=()
-  for word in "$@"; do
-    if [[ $word == --* ]]; then opts+=("$word"); else envs+=("$word"); fi
-  done
   step "vector add vs tiled ($title)"
-  env "${envs[@]}" timeout 150 "$build/bench/warpstore-bench" writes --json "$json" \
-    --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
-    --controller "$controller" --service-threads "$threads" --direct off --repeat "$trials" \
-    --name "$name" "${opts[@]}" >"$out/$log" 2>&1 || fail "warpstore-bench writes, $title (exit $?)"
+  vector_add_run "$json" "$name" "$controller" "$trials" "$threads" "$log" "$@" ||
+    fail "warpstore-bench writes, $title (exit $?)"
   tail -6 "$out/$log" | tee -a "$out/summary.log" >&2
 }
 vector_add "host controller" bench-writes.log write.vectoradd.vs_tiled host 11 4

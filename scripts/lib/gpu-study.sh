@@ -10,6 +10,12 @@
 #   machine_log                   GPU, cores, memory and disk into machine.log
 #   gpu_build MINUTES TARGET...   configure (Release, sm_90) and build the
 #                                 targets within MINUTES, or stop the script
+#   vector_add_run JSON NAME CONTROLLER TRIALS THREADS LOG [WORD...]
+#                                 one `warpstore-bench writes` result (the
+#                                 issue-4 vector add, 1 GiB arrays, 512 MiB
+#                                 cache) merged into JSON, its output in
+#                                 $out/LOG; each WORD is a WARPSTORE_*=VALUE
+#                                 setting for warpstore's side or an option
 study_name=$1
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${OUT:-$root/$study_name-out}
@@ -38,4 +44,16 @@ gpu_build() {
     echo "$study_name: build failed" | tee -a "$out/summary.log" >&2
     exit 1
   fi
+}
+vector_add_run() {
+  local json=$1 name=$2 controller=$3 trials=$4 threads=$5 log=$6 word
+  shift 6
+  local envs=() opts=()
+  for word in "$@"; do
+    if [[ $word == WARPSTORE_*=* ]]; then envs+=("$word"); else opts+=("$word"); fi
+  done
+  env "${envs[@]}" timeout 150 "$build/bench/warpstore-bench" writes --json "$json" \
+    --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
+    --controller "$controller" --service-threads "$threads" --direct off --repeat "$trials" \
+    --name "$name" "${opts[@]}" >"$out/$log" 2>&1
 }
