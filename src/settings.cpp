@@ -16,16 +16,79 @@ std::string lower(std::string s) {
   return s;
 }
 std::uint64_t parse_uint(const std::string& name, const std::string& v) {
+  bool digits = !v.empty();
+  for (char c : v) digits = digits && std::isdigit(static_cast<unsigned char>(c));
+  if (!digits)
+    throw std::invalid_argument(name + ": expected a non-negative integer, got '" + v + "'");
   std::size_t used = 0;
   unsigned long long x = 0;
   try {
     x = std::stoull(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
+  } catch (const std::out_of_range&) {
+    throw std::invalid_argument(name + "=" + v + " is out of range: the largest integer is " +
+                                std::to_string(UINT64_MAX));
   }
-  if (used != v.size() || v.empty() || v[0] == '-')
+  if (used != v.size())
     throw std::invalid_argument(name + ": expected a non-negative integer, got '" + v + "'");
   return x;
+}
+
+// A size ("64K", "2GiB") from variable `name`; the parser's message names it.
+std::uint64_t parse_size_var(const std::string& name, const std::string& v) {
+  try {
+    return detail::parse_size(v);
+  } catch (const std::invalid_argument& e) {
+    throw std::invalid_argument(name + ": " + e.what());
+  }
+}
+
+// The range of one numeric setting, checked where it is read from the
+// environment (naming the variable and the text given) and in validate()
+// (naming the setting).
+struct limits {
+  const char* setting;
+  const char* variable;
+  std::uint64_t lo, hi;
+  bool power_of_two;
+  std::string range() const {
+    return (power_of_two ? "a power of two from " : "from ") + std::to_string(lo) + " to " +
+           std::to_string(hi);
+  }
+  bool admits(std::uint64_t v) const {
+    return v >= lo && v <= hi && (!power_of_two || std::has_single_bit(v));
+  }
+  // From the environment: "WARPSTORE_THREADS=5000000000 is out of range: ...".
+  std::uint64_t checked(const std::string& text, std::uint64_t v) const {
+    if (!admits(v))
+      throw std::invalid_argument(std::string(variable) + "=" + text + " is out of range: " +
+                                  setting + " must be " + range());
+    return v;
+  }
+  // From validate(): "service_threads must be from 1 to 256 (WARPSTORE_THREADS), got 0".
+  void check(std::uint64_t v) const {
+    if (!admits(v))
+      throw std::invalid_argument(std::string(setting) + " must be " + range() + " (" + variable +
+                                  "), got " + std::to_string(v));
+  }
+};
+
+constexpr std::uint64_t max_timeout_ms = UINT64_MAX / 1'000'000ull;  // ns still fit 64 bits
+const limits line_size_limits{"line_size", "WARPSTORE_LINE_SIZE", 512, 65536, true};
+const limits ways_limits{"ways", "WARPSTORE_CACHE_WAYS", 1, 64, false};
+const limits threads_limits{"service_threads", "WARPSTORE_THREADS", 1, 256, false};
+const limits queues_limits{"queue_pairs", "WARPSTORE_QUEUES", 0, 65535, false};
+const limits depth_limits{"queue_depth", "WARPSTORE_QUEUE_DEPTH", 2, 4096, true};
+const limits uring_limits{"uring_depth", "WARPSTORE_URING_DEPTH", 1, 32768, false};
+const limits timeout_ms_limits{"the timeout (ms)", "WARPSTORE_TIMEOUT_MS", 1, max_timeout_ms,
+                               false};
+// Lines are counted in 32 bits (cache_ref::num_lines, and 2^31 at most).
+constexpr std::uint64_t max_cache_lines = std::uint64_t{1} << 31;
+
+// 0 | 1 switches.
+bool parse_switch(const std::string& name, const std::string& v) {
+  const std::uint64_t x = parse_uint(name, v);
+  if (x > 1) throw std::invalid_argument(name + "=" + v + " is out of range: expected 0 or 1");
+  return x != 0;
 }
 }  // namespace
 
@@ -63,54 +126,65 @@ options options::from_environment() {
     const char* v = std::getenv(name);
     return (v != nullptr && *v != '\0') ? v : nullptr;
   };
-  if (const char* v = env("WARPSTORE_CACHE_BYTES")) o.cache_bytes = parse_size(v);
-  if (const char* v = env("WARPSTORE_LINE_SIZE")) o.line_size = static_cast<std::uint32_t>(parse_size(v));
-  if (const char* v = env("WARPSTORE_CACHE_WAYS"))
-    o.ways = static_cast<std::uint32_t>(parse_uint("WARPSTORE_CACHE_WAYS", v));
+  auto uint32 = [](const limits& l, const std::string& v) {
+    return static_cast<std::uint32_t>(l.checked(v, parse_uint(l.variable, v)));
+  };
+  if (const char* v = env("WARPSTORE_CACHE_BYTES")) {
+    o.cache_bytes = parse_size_var("WARPSTORE_CACHE_BYTES", v);
+    if (o.cache_bytes == 0)
+      throw std::invalid_argument(std::string("WARPSTORE_CACHE_BYTES=") + v +
+                                  " is out of range: the cache must hold at least one set of lines");
+  }
+  if (const char* v = env("WARPSTORE_LINE_SIZE"))
+    o.line_size = static_cast<std::uint32_t>(
+        line_size_limits.checked(v, parse_size_var("WARPSTORE_LINE_SIZE", v)));
+  if (const char* v = env("WARPSTORE_CACHE_WAYS")) o.ways = uint32(ways_limits, v);
   if (const char* v = env("WARPSTORE_CONTROLLER")) o.controller = parse_controller(v);
-  if (const char* v = env("WARPSTORE_THREADS"))
-    o.service_threads = static_cast<std::uint32_t>(parse_uint("WARPSTORE_THREADS", v));
-  if (const char* v = env("WARPSTORE_QUEUES"))
-    o.queue_pairs = static_cast<std::uint32_t>(parse_uint("WARPSTORE_QUEUES", v));
-  if (const char* v = env("WARPSTORE_QUEUE_DEPTH"))
-    o.queue_depth = static_cast<std::uint32_t>(parse_uint("WARPSTORE_QUEUE_DEPTH", v));
+  if (const char* v = env("WARPSTORE_THREADS")) o.service_threads = uint32(threads_limits, v);
+  if (const char* v = env("WARPSTORE_QUEUES")) o.queue_pairs = uint32(queues_limits, v);
+  if (const char* v = env("WARPSTORE_QUEUE_DEPTH")) o.queue_depth = uint32(depth_limits, v);
   if (const char* v = env("WARPSTORE_DIRECT")) o.direct = parse_direct(v);
   if (const char* v = env("WARPSTORE_DELIVERY")) o.deliver = parse_delivery(v);
-  if (const char* v = env("WARPSTORE_URING_DEPTH"))
-    o.uring_depth = static_cast<std::uint32_t>(parse_uint("WARPSTORE_URING_DEPTH", v));
+  if (const char* v = env("WARPSTORE_URING_DEPTH")) o.uring_depth = uint32(uring_limits, v);
   if (const char* v = env("WARPSTORE_COMBINE_WRITES"))
-    o.combine_writes = parse_uint("WARPSTORE_COMBINE_WRITES", v) != 0;
+    o.combine_writes = parse_switch("WARPSTORE_COMBINE_WRITES", v);
   if (const char* v = env("WARPSTORE_WRITE_BEHIND_BYTES"))
-    o.write_behind_bytes = parse_uint("WARPSTORE_WRITE_BEHIND_BYTES", v);
+    o.write_behind_bytes = parse_size_var("WARPSTORE_WRITE_BEHIND_BYTES", v);
   if (const char* v = env("WARPSTORE_EAGER_WRITE_BACK"))
-    o.eager_write_back = parse_uint("WARPSTORE_EAGER_WRITE_BACK", v) != 0;
+    o.eager_write_back = parse_switch("WARPSTORE_EAGER_WRITE_BACK", v);
   if (const char* v = env("WARPSTORE_OVERLAPPED_EVICTION"))
-    o.overlapped_eviction = parse_uint("WARPSTORE_OVERLAPPED_EVICTION", v) != 0;
-  if (const char* v = env("WARPSTORE_TIMEOUT_MS"))
-    o.timeout_ns = parse_uint("WARPSTORE_TIMEOUT_MS", v) * 1'000'000ull;
+    o.overlapped_eviction = parse_switch("WARPSTORE_OVERLAPPED_EVICTION", v);
+  if (const char* v = env("WARPSTORE_TIMEOUT_MS")) {
+    const std::uint64_t ms = parse_uint("WARPSTORE_TIMEOUT_MS", v);
+    if (ms == 0)
+      throw std::invalid_argument(std::string("WARPSTORE_TIMEOUT_MS=") + v +
+                                  " is out of range: the timeout must be positive (from 1 to " +
+                                  std::to_string(max_timeout_ms) + " ms)");
+    o.timeout_ns = timeout_ms_limits.checked(v, ms) * 1'000'000ull;
+  }
   if (const char* v = env("WARPSTORE_BOUNDS_CHECK"))
-    o.bounds_check = parse_uint("WARPSTORE_BOUNDS_CHECK", v) != 0;
-  if (const char* v = env("WARPSTORE_WRITABLE"))
-    o.writable = parse_uint("WARPSTORE_WRITABLE", v) != 0;
+    o.bounds_check = parse_switch("WARPSTORE_BOUNDS_CHECK", v);
+  if (const char* v = env("WARPSTORE_WRITABLE")) o.writable = parse_switch("WARPSTORE_WRITABLE", v);
   return o;
 }
 
 void options::validate() const {
   auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
-  if (line_size < 512 || line_size > 65536 || !std::has_single_bit(line_size))
-    fail("line_size must be a power of two from 512 to 65536, got " + std::to_string(line_size));
-  if (ways == 0 || ways > 64) fail("ways must be 1..64, got " + std::to_string(ways));
+  line_size_limits.check(line_size);
+  ways_limits.check(ways);
   if (cache_bytes < std::size_t{line_size} * ways)
-    fail("cache of " + std::to_string(cache_bytes) + " bytes holds less than one set of " +
-         std::to_string(ways) + " lines of " + std::to_string(line_size) + " bytes");
-  if (service_threads == 0 || service_threads > 256)
-    fail("service_threads must be 1..256, got " + std::to_string(service_threads));
-  if (queue_pairs > 65535) fail("queue_pairs must be at most 65535");
-  if (queue_depth < 2 || queue_depth > 4096 || !std::has_single_bit(queue_depth))
-    fail("queue_depth must be a power of two from 2 to 4096, got " + std::to_string(queue_depth));
-  if (uring_depth < 1 || uring_depth > 32768)
-    fail("uring_depth must be 1..32768, got " + std::to_string(uring_depth));
-  if (timeout_ns == 0) fail("timeout must be positive");
+    fail("cache of " + std::to_string(cache_bytes) + " bytes (WARPSTORE_CACHE_BYTES) holds less "
+         "than one set of " + std::to_string(ways) + " lines of " + std::to_string(line_size) +
+         " bytes");
+  if (cache_bytes / line_size / ways * ways > max_cache_lines)
+    fail("cache of " + std::to_string(cache_bytes) + " bytes (WARPSTORE_CACHE_BYTES) is more than " +
+         std::to_string(max_cache_lines) + " lines of " + std::to_string(line_size) +
+         " bytes: at most " + std::to_string(max_cache_lines * line_size) + " bytes");
+  threads_limits.check(service_threads);
+  queues_limits.check(queue_pairs);
+  depth_limits.check(queue_depth);
+  uring_limits.check(uring_depth);
+  if (timeout_ns == 0) fail("timeout must be positive (WARPSTORE_TIMEOUT_MS), got 0");
 }
 
 }  // namespace warpstore

@@ -1,7 +1,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <stdexcept>
+#include <string>
 
 #include "warpstore/settings.h"
 
@@ -49,4 +51,140 @@ TEST(Settings, EnvironmentOverridesDefaults) {
   unsetenv("WARPSTORE_CONTROLLER");
   unsetenv("WARPSTORE_TIMEOUT_MS");
   unsetenv("WARPSTORE_QUEUE_DEPTH");
+}
+
+namespace {
+
+// Sets one variable for a scope and unsets it after.
+struct scoped_env {
+  const char* name;
+  scoped_env(const char* n, const char* v) : name(n) { setenv(n, v, 1); }
+  ~scoped_env() { unsetenv(name); }
+};
+
+// The message of from_environment()'s std::invalid_argument, or "" if it
+// accepted the environment.
+std::string environment_error() {
+  try {
+    options::from_environment();
+  } catch (const std::invalid_argument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool contains(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+TEST(SettingsRange, TimeoutWhoseNanosecondsOverflowIsRefused) {
+  {
+    // 18446744073710 ms * 1e6 wraps to about 0.4 ms: every read would time out.
+    scoped_env e("WARPSTORE_TIMEOUT_MS", "18446744073710");
+    const std::string m = environment_error();
+    EXPECT_TRUE(contains(m, "WARPSTORE_TIMEOUT_MS")) << m;
+    EXPECT_TRUE(contains(m, "18446744073710")) << m;
+    EXPECT_TRUE(contains(m, "18446744073709")) << m;  // the largest allowed
+  }
+  {
+    scoped_env e("WARPSTORE_TIMEOUT_MS", "18446744073709");
+    EXPECT_EQ(options::from_environment().timeout_ns, 18446744073709ull * 1'000'000ull);
+  }
+  {
+    scoped_env e("WARPSTORE_TIMEOUT_MS", "99999999999999999999999");  // past 64 bits
+    const std::string m = environment_error();
+    EXPECT_TRUE(contains(m, "WARPSTORE_TIMEOUT_MS")) << m;
+  }
+}
+
+TEST(SettingsRange, ZeroTimeoutIsRefusedAsNotPositive) {
+  scoped_env e("WARPSTORE_TIMEOUT_MS", "0");
+  const std::string m = environment_error();
+  EXPECT_TRUE(contains(m, "WARPSTORE_TIMEOUT_MS=0")) << m;
+  EXPECT_TRUE(contains(m, "positive")) << m;
+  options o;
+  o.timeout_ns = 0;
+  EXPECT_THROW(o.validate(), std::invalid_argument);
+}
+
+TEST(SettingsRange, CountsAboveThirtyTwoBitsAreRefusedNotWrapped) {
+  // 2^32 + 4 would wrap to 4 (a valid value) in a uint32_t.
+  for (const char* name : {"WARPSTORE_THREADS", "WARPSTORE_QUEUES", "WARPSTORE_QUEUE_DEPTH",
+                           "WARPSTORE_URING_DEPTH", "WARPSTORE_CACHE_WAYS"}) {
+    scoped_env e(name, "4294967300");
+    const std::string m = environment_error();
+    EXPECT_TRUE(contains(m, std::string(name) + "=4294967300")) << name << ": " << m;
+    EXPECT_TRUE(contains(m, "out of range")) << name << ": " << m;
+  }
+  {
+    scoped_env e("WARPSTORE_LINE_SIZE", "4294967808");  // 2^32 + 512
+    const std::string m = environment_error();
+    EXPECT_TRUE(contains(m, "WARPSTORE_LINE_SIZE=4294967808")) << m;
+  }
+  {
+    scoped_env e("WARPSTORE_LINE_SIZE", "4GiB");
+    EXPECT_TRUE(contains(environment_error(), "WARPSTORE_LINE_SIZE")) << environment_error();
+  }
+}
+
+TEST(SettingsRange, EachVariableIsCheckedAgainstItsRange) {
+  struct bad_case {
+    const char* name;
+    const char* value;
+    const char* range;
+  };
+  for (const bad_case& c : std::initializer_list<bad_case>{
+           {"WARPSTORE_THREADS", "0", "from 1 to 256"},
+           {"WARPSTORE_THREADS", "257", "from 1 to 256"},
+           {"WARPSTORE_QUEUES", "65536", "from 0 to 65535"},
+           {"WARPSTORE_QUEUE_DEPTH", "100", "a power of two from 2 to 4096"},
+           {"WARPSTORE_URING_DEPTH", "0", "from 1 to 32768"},
+           {"WARPSTORE_CACHE_WAYS", "65", "from 1 to 64"},
+           {"WARPSTORE_LINE_SIZE", "3000", "a power of two from 512 to 65536"},
+           {"WARPSTORE_CACHE_BYTES", "0", "at least one set"},
+           {"WARPSTORE_WRITABLE", "2", "0 or 1"}}) {
+    scoped_env e(c.name, c.value);
+    const std::string m = environment_error();
+    EXPECT_TRUE(contains(m, std::string(c.name) + "=" + c.value)) << m;
+    EXPECT_TRUE(contains(m, c.range)) << m;
+  }
+  // Text that is not a number names the variable too.
+  for (const char* name : {"WARPSTORE_CACHE_BYTES", "WARPSTORE_LINE_SIZE", "WARPSTORE_THREADS"}) {
+    scoped_env e(name, "lots");
+    const std::string m = environment_error();
+    EXPECT_TRUE(contains(m, name)) << m;
+    EXPECT_TRUE(contains(m, "lots")) << m;
+  }
+  scoped_env e("WARPSTORE_THREADS", "+3");
+  EXPECT_FALSE(environment_error().empty());
+}
+
+TEST(SettingsRange, ValidateNamesTheSettingTheValueAndTheRange) {
+  options o;
+  o.service_threads = 1000;
+  try {
+    o.validate();
+    FAIL() << "1000 threads accepted";
+  } catch (const std::invalid_argument& e) {
+    const std::string m = e.what();
+    EXPECT_TRUE(contains(m, "service_threads")) << m;
+    EXPECT_TRUE(contains(m, "1000")) << m;
+    EXPECT_TRUE(contains(m, "from 1 to 256")) << m;
+  }
+  o = options{};
+  o.uring_depth = 0;
+  EXPECT_THROW(o.validate(), std::invalid_argument);
+  o = options{};
+  o.ways = 0;
+  EXPECT_THROW(o.validate(), std::invalid_argument);
+  o = options{};
+  o.queue_pairs = 70000;
+  EXPECT_THROW(o.validate(), std::invalid_argument);
+  o = options{};
+  o.cache_bytes = std::size_t{1} << 62;  // 2^50 lines of 4 KiB: more than 2^31
+  EXPECT_THROW(o.validate(), std::invalid_argument);
+  o.cache_bytes = std::size_t{1} << 40;  // 2^28 lines
+  EXPECT_NO_THROW(o.validate());
 }
