@@ -92,7 +92,7 @@ struct cache_ref {
   cache_source* sources;      // [max_sources], by source id
   std::uint32_t num_lines;
   std::uint32_t ways;
-  std::uint32_t num_sets;     // power of two
+  std::uint32_t num_sets;     // any count from 1 (not only powers of two)
   std::uint32_t line_size;    // power of two
   std::uint32_t line_shift;
   std::uint32_t counter_shards;  // power of two
@@ -119,7 +119,9 @@ struct cache_ref {
     k ^= k >> 33;
     k *= 0xC4CEB9FE1A85EC53ull;
     k ^= k >> 33;
-    return static_cast<std::uint32_t>(k) & (num_sets - 1);
+    // Multiply-shift onto [0, num_sets): uniform for any number of sets.
+    return static_cast<std::uint32_t>(
+        (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k)) * num_sets) >> 32);
   }
 
   WARPSTORE_HD cache_counters& shard() const {
@@ -432,7 +434,8 @@ struct cache_stats {
 // the end. Several arrays may share one cache (each gets its own source id).
 class cache {
  public:
-  // `bytes` is rounded down to whole sets; throws std::invalid_argument for
+  // `bytes` is rounded down to whole sets (line_size * ways bytes each; any
+  // number of sets, so a multiple of the set size is honoured exactly); throws std::invalid_argument for
   // a bad line size or way count, warpstore::runtime_error if the GPU lacks
   // the memory.
   cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways = 16);

@@ -16,9 +16,9 @@ cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
   o.line_size = line_size;
   o.ways = ways;
   o.validate();  // line size and ways
-  // Whole sets, and a power-of-two number of them so a hash maps with a mask.
-  const std::size_t sets_fit = bytes / (std::size_t{line_size} * ways);
-  const std::size_t sets = std::bit_floor(sets_fit);
+  // Whole sets, any number of them (set_of maps a hash onto [0, num_sets)
+  // with a multiply), so "3MiB" gets 3 MiB and not the 2 MiB of a power of two.
+  const std::size_t sets = bytes / (std::size_t{line_size} * ways);
   const std::size_t lines = sets * ways;
   if (lines > (std::size_t{1} << 31))
     throw std::invalid_argument("cache of " + std::to_string(lines) + " lines is too large");

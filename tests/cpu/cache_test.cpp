@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <vector>
 
 #include "test_files.h"
 #include "warpstore/cache.cuh"
@@ -28,15 +29,37 @@ std::uint32_t pins_of(const cache_ref& c, std::uint32_t slot) {
 
 }  // namespace
 
-TEST(Cache, GeometryIsWholePowerOfTwoSets) {
+TEST(Cache, GeometryIsWholeSets) {
   cache c(1 << 20, 4096, 16);
   EXPECT_EQ(c.num_lines(), 256u);
   EXPECT_EQ(c.ref().num_sets, 16u);
-  cache odd(3 << 20, 4096, 16);  // 48 sets fit; 32 are used
-  EXPECT_EQ(odd.ref().num_sets, 32u);
+  // 3 MiB is 48 sets of 64 KiB: all of them are used, not a power of two's 32.
+  cache odd(3 << 20, 4096, 16);
+  EXPECT_EQ(odd.ref().num_sets, 48u);
+  EXPECT_EQ(odd.bytes(), std::size_t{3} << 20);
+  // Part of a set is dropped.
+  cache part((3 << 20) + 4096, 4096, 16);
+  EXPECT_EQ(part.bytes(), std::size_t{3} << 20);
   EXPECT_THROW(cache(1 << 20, 1000, 16), std::invalid_argument);
   EXPECT_THROW(cache(1 << 20, 4096, 0), std::invalid_argument);
   EXPECT_THROW(cache(4096, 4096, 16), std::invalid_argument);
+}
+
+TEST(Cache, KeysSpreadOverEverySetOfAnOddCount) {
+  cache c(48 * 4 * 512, 512, 4);  // 48 sets
+  const cache_ref& r = c.ref();
+  ASSERT_EQ(r.num_sets, 48u);
+  std::vector<std::uint32_t> per_set(r.num_sets);
+  const std::uint32_t keys = 48 * 1000;
+  for (std::uint64_t line = 0; line < keys; ++line) {
+    const std::uint32_t s = r.set_of(cache_ref::key(1, line));
+    ASSERT_LT(s, r.num_sets);
+    ++per_set[s];
+  }
+  for (std::uint32_t s = 0; s < r.num_sets; ++s) {
+    EXPECT_GT(per_set[s], 850u) << "set " << s;
+    EXPECT_LT(per_set[s], 1150u) << "set " << s;
+  }
 }
 
 TEST(Cache, MissFillsThenHits) {
