@@ -44,6 +44,11 @@ class backing_file {
   std::uint64_t capacity_blocks() const;
   // Alignment O_DIRECT needs for offsets, lengths and buffers.
   std::uint32_t direct_alignment() const { return direct_alignment_; }
+  // A block device (sized with BLKGETSIZE64) rather than a regular file.
+  bool block_device() const { return block_device_; }
+  // The device's logical block size (BLKSSZGET, a multiple of 512); 512 for a
+  // regular file.
+  std::uint32_t logical_block_size() const { return logical_block_size_; }
 
  private:
   std::string path_;
@@ -53,6 +58,8 @@ class backing_file {
   bool direct_ = false;
   std::uint64_t size_ = 0;
   std::uint32_t direct_alignment_ = 512;
+  bool block_device_ = false;
+  std::uint32_t logical_block_size_ = 512;
 };
 
 // Counters every controller keeps, read on the host.

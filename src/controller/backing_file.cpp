@@ -89,11 +89,31 @@ std::uint32_t file_direct_alignment(int fd, std::uint64_t size) {
   return 4096;
 }
 
+// Only regular files and block devices hold an array; anything else is
+// refused with what it is.
+void refuse_unsupported_kind(const std::string& path, mode_t mode) {
+  if (S_ISREG(mode) || S_ISBLK(mode)) return;
+  if (S_ISDIR(mode))
+    throw std::invalid_argument("warpstore: '" + path + "' is a directory, not a file");
+  const char* kind = S_ISCHR(mode)    ? "a character device"
+                     : S_ISFIFO(mode) ? "a FIFO (named pipe)"
+                     : S_ISSOCK(mode) ? "a socket"
+                                      : "not a regular file";
+  throw std::invalid_argument("warpstore: '" + path + "' is " + kind +
+                              ": only regular files and block devices are supported");
+}
+
 }  // namespace
 
 backing_file::backing_file(const std::string& path, direct_io mode, file_access access)
     : path_(path), access_(access) {
   if (path.empty()) throw std::invalid_argument("warpstore: backing file path is empty");
+  // Look before opening: an open of a FIFO waits for a writer, and a
+  // directory or device refused by open() would get a less clear message.
+  {
+    struct stat st {};
+    if (::stat(path.c_str(), &st) == 0) refuse_unsupported_kind(path, st.st_mode);
+  }
 
   bool direct = mode != direct_io::off;
   fd_ = open_file(path, direct, access);
@@ -112,8 +132,7 @@ backing_file::backing_file(const std::string& path, direct_io mode, file_access 
   try {
     struct stat st {};
     if (::fstat(fd_, &st) != 0) throw_errno(errno, "cannot stat", path);
-    if (S_ISDIR(st.st_mode))
-      throw std::invalid_argument("warpstore: '" + path + "' is a directory, not a file");
+    refuse_unsupported_kind(path, st.st_mode);  // it may have changed since the stat
     if (S_ISREG(st.st_mode)) {
       size_ = static_cast<std::uint64_t>(st.st_size);
       if (direct) direct_alignment_ = file_direct_alignment(fd_, size_);
@@ -124,13 +143,17 @@ backing_file::backing_file(const std::string& path, direct_io mode, file_access 
       size_ = bytes;
       int sector = 0;
       if (::ioctl(fd_, BLKSSZGET, &sector) != 0)
-        throw_errno(errno, "cannot get the sector size (BLKSSZGET) of block device", path);
-      direct_alignment_ = sector >= static_cast<int>(nvme::block_size)
-                              ? static_cast<std::uint32_t>(sector)
-                              : nvme::block_size;
-    } else {
-      throw std::invalid_argument("warpstore: '" + path +
-                                  "' is neither a regular file nor a block device");
+        throw_errno(errno, "cannot get the logical block size (BLKSSZGET) of block device", path);
+      // Commands address 512-byte blocks, and a line must hold whole logical
+      // blocks of the device.
+      if (sector <= 0 || sector % static_cast<int>(nvme::block_size) != 0 ||
+          sector > static_cast<int>(max_direct_alignment))
+        throw std::invalid_argument("warpstore: block device '" + path + "' has a logical block size of " +
+                                    std::to_string(sector) +
+                                    " bytes: only multiples of 512 up to 65536 are supported");
+      block_device_ = true;
+      logical_block_size_ = static_cast<std::uint32_t>(sector);
+      direct_alignment_ = logical_block_size_;
     }
 
     // Some filesystems accept O_DIRECT at open and refuse it at the first
