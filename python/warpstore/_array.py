@@ -212,7 +212,9 @@ class Array:
 
 def _resolve_shape(path, dtype_name, shape, offset):
     itemsize = _ITEMSIZE[dtype_name]
-    size = os.path.getsize(path)
+    from ._files import file_size
+
+    size = file_size(path)
     if size < offset:
         raise ValueError(f"{path}: offset {offset} is past the end of the file ({size} bytes)")
     if shape is None:
