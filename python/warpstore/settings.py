@@ -8,16 +8,20 @@ process; ``reset()`` drops the overrides.
 ==========  ======================  ==========================================
 setting     environment variable    meaning
 ==========  ======================  ==========================================
-cache       WARPSTORE_CACHE_BYTES   bytes of GPU (or host) memory for the cache
+cache       WARPSTORE_CACHE_BYTES   bytes of GPU (or host) memory for the cache,
+                                    rounded down to whole sets (16 lines each)
 line_size   WARPSTORE_LINE_SIZE     cache line, a power of two, 512 B to 64 KiB
 controller  WARPSTORE_CONTROLLER    ``host`` (io_uring threads) or ``memory``
 threads     WARPSTORE_THREADS       host controller service threads
-deadline    WARPSTORE_TIMEOUT_MS    longest any wait may take (seconds here)
+deadline    WARPSTORE_TIMEOUT_MS    longest any wait may take (seconds here, at
+                                    least 0.001)
 direct      WARPSTORE_DIRECT        host controller I/O: ``auto`` (O_DIRECT when
                                     the file and alignment allow it), ``on``,
                                     ``off`` (buffered, through the page cache)
 ==========  ======================  ==========================================
 """
+import math
+
 from ._backend import backend
 
 ENVIRONMENT = {
@@ -32,17 +36,29 @@ ENVIRONMENT = {
 _overrides = {}
 
 
-def _size(v):
+# The extension takes the cache size as a 64-bit and the line size and thread
+# count as 32-bit unsigned integers, and the deadline in whole milliseconds
+# whose nanoseconds must fit 64 bits.
+_LIMITS = {"cache": 2**64 - 1, "line_size": 2**32 - 1, "threads": 2**32 - 1}
+_MAX_DEADLINE_MS = (2**64 - 1) // 1_000_000
+
+
+def _size(name, v):
     if isinstance(v, str):
-        return backend().parse_size(v)
-    if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ValueError(f"expected a positive size in bytes or a string like '2GiB', got {v!r}")
+        v = backend().parse_size(v)
+    elif isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+        raise ValueError(f"{name}: expected a positive size in bytes or a string like '2GiB', "
+                         f"got {v!r}")
+    if name == "line_size" and v > _LIMITS[name]:
+        raise ValueError(f"line_size must be a power of two from 512 to 65536, got {v}")
+    if v > _LIMITS[name]:
+        raise ValueError(f"{name} of {v} bytes is too large (at most {_LIMITS[name]})")
     return v
 
 
 def _normalize(name, value):
     if name in ("cache", "line_size"):
-        return _size(value)
+        return _size(name, value)
     if name == "controller":
         if value not in ("host", "memory"):
             raise ValueError(f"controller must be 'host' or 'memory', got {value!r}")
@@ -50,10 +66,20 @@ def _normalize(name, value):
     if name == "threads":
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise ValueError(f"threads must be a positive integer, got {value!r}")
+        if value > _LIMITS["threads"]:
+            raise ValueError(f"threads must be from 1 to 256, got {value}")
         return value
     if name == "deadline":
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            raise ValueError(f"deadline must be a positive number of seconds, got {value!r}")
+        if (isinstance(value, bool) or not isinstance(value, (int, float))
+                or not math.isfinite(value) or value <= 0):
+            raise ValueError(f"deadline must be a finite positive number of seconds (at least "
+                             f"0.001, a millisecond), got {value!r}")
+        if value < 0.001:
+            raise ValueError(f"deadline of {value!r} s is under a millisecond, the smallest "
+                             f"deadline (0.001 s)")
+        if round(value * 1000) > _MAX_DEADLINE_MS:
+            raise ValueError(f"deadline of {value!r} s is too long: at most "
+                             f"{_MAX_DEADLINE_MS / 1000:.3f} s")
         return float(value)
     if name == "direct":
         if value not in ("auto", "on", "off"):
