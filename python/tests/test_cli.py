@@ -4,6 +4,7 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 
 
 def cli(*args):
@@ -39,3 +40,93 @@ def test_gather_bench_writes_verified_results(tmp_path):
             "gather.memory.random512.cold.vs_memmap"} <= names
     assert all(r["verified"] and r["mismatches"] == 0 for r in doc["results"])
     assert "0 wrong" in text
+
+
+# -- bad input: one line on stderr, status 2, nothing written (issue 17, item 10)
+
+def cli_fails(*args, env=None):
+    import os
+
+    r = subprocess.run([sys.executable, "-m", "warpstore", *args], capture_output=True, text=True,
+                       timeout=600, env=dict(os.environ, **(env or {})))
+    assert r.returncode == 2, (r.returncode, r.stderr)
+    assert "Traceback" not in r.stderr, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args,words", [
+    (["features", "--nodes", "-5"], ["--nodes", "-5"]),
+    (["features", "--nodes", "0"], ["--nodes"]),
+    (["features", "--dim", "0"], ["--dim"]),
+    (["features", "--nodes", "many"], ["--nodes", "many"]),
+    (["graph", "--degree", "-1"], ["--degree"]),
+    (["graph", "--nodes", "-3"], ["--nodes"]),
+    (["features", "--seed", "-1"], ["--seed"]),
+    (["pattern", "--size", "7"], ["--size", "multiple of 8"]),
+    (["pattern", "--size", "0"], ["--size"]),
+    (["pattern", "--size", "-8"], ["--size"]),
+    (["pattern", "--size", "lots"], ["--size", "lots"]),
+    (["pattern"], ["--size"]),
+    (["pattern", "--size", "1PiB"], ["free"]),
+    (["features", "--nodes", "1000000000000", "--dim", "1000"], ["free"]),
+])
+def test_gen_refuses_bad_numbers_before_writing(tmp_path, args, words):
+    out = tmp_path / "out.dat"
+    kind, rest = args[0], args[1:]
+    line = cli_fails("gen", kind, str(out), *rest)
+    for w in words:
+        assert w in line, line
+    assert not out.exists()
+
+
+def test_gen_refuses_a_directory_or_a_missing_directory(tmp_path):
+    assert "directory" in cli_fails("gen", "pattern", str(tmp_path), "--size", "8")
+    assert "does not exist" in cli_fails("gen", "pattern", str(tmp_path / "no" / "f"), "--size",
+                                         "8")
+
+
+@pytest.mark.parametrize("args,word", [
+    (["--size", "100"], "--size"),
+    (["--size", "lots"], "--size"),
+    (["--batch", "0"], "--batch"),
+    (["--cache", "huge"], "--cache"),
+    (["--cache", "1"], "cache"),
+    (["--threads", "0"], "--threads"),
+    (["--threads", "1000"], "threads"),
+    (["--rows", "4k,3k"], "--rows"),
+    (["--streams", "random,sorted"], "--streams"),
+    (["--controllers", "host,nvme"], "--controllers"),
+    (["--zipf-a", "0.5"], "--zipf-a"),
+    (["--zipf-a", "nan"], "--zipf-a"),
+    (["--seed", "-2"], "--seed"),
+    (["--size", "1PiB"], "free"),
+])
+def test_bench_gather_refuses_bad_arguments_before_writing(tmp_path, args, word):
+    f = tmp_path / "g.dat"
+    line = cli_fails("bench", "gather", "--file", str(f), "--json", str(tmp_path / "g.json"), *args)
+    assert word in line, line
+    assert not f.exists()
+
+
+@pytest.mark.parametrize("var,value", [
+    ("WARPSTORE_TIMEOUT_MS", "0"),
+    ("WARPSTORE_TIMEOUT_MS", "18446744073710"),
+    ("WARPSTORE_THREADS", "4294967300"),
+    ("WARPSTORE_LINE_SIZE", "3000"),
+    ("WARPSTORE_CACHE_BYTES", "lots"),
+    ("WARPSTORE_CONTROLLER", "nvme"),
+])
+def test_bad_environment_is_one_line(tmp_path, var, value):
+    assert var in cli_fails("info", env={var: value})
+    f = tmp_path / "g.dat"
+    assert var in cli_fails("bench", "gather", "--file", str(f), "--size", "8MiB",
+                            env={var: value})
+    assert not f.exists()
+
+
+def test_unknown_subcommand_and_argument_are_one_line():
+    cli_fails("frobnicate")
+    cli_fails("info", "--colour")
+    cli_fails("gen", "triangle", "/tmp/x")

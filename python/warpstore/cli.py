@@ -3,6 +3,7 @@ bench (the gather benchmark; the core benchmarks through warpstore-bench),
 info (device, controllers, settings)."""
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -11,23 +12,123 @@ import sys
 from . import _tools
 
 
+class _Parser(argparse.ArgumentParser):
+    """Errors as one line on stderr and status 2, with no usage dump (the
+    subcommand parsers are of this class too)."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _fail(message):
+    """A CLI error: one line on stderr, status 2."""
+    sys.stderr.write(f"warpstore: error: {message}\n")
+    sys.exit(2)
+
+
+_UINT64 = 2**64
+
+
+def _integer(text):
+    try:
+        return int(text, 10)
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+
+
+def _positive(text):
+    v = _integer(text)
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return v
+
+
+def _seed(text):
+    v = _integer(text)
+    if not 0 <= v < _UINT64:
+        raise argparse.ArgumentTypeError(f"must be an integer from 0 to {_UINT64 - 1}, got {text}")
+    return v
+
+
+def _size(text):
+    """A size like 4096, 64K or 8GiB, in bytes (positive)."""
+    try:
+        v = _tools.parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+    if v <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive size, got {text!r}")
+    return v
+
+
+def _size_text(text):
+    """A size checked like _size, kept as written (results record it so)."""
+    _size(text)
+    return text
+
+
+def _zipf(text):
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (math.isfinite(v) and v > 1):
+        raise argparse.ArgumentTypeError(f"must be a finite number above 1, got {text}")
+    return v
+
+
+def _list(choices):
+    def parse(text):
+        items = [t.strip() for t in text.split(",")]
+        bad = [t for t in items if t not in choices]
+        if bad or not items:
+            raise argparse.ArgumentTypeError(
+                f"{', '.join(map(repr, bad)) or 'nothing'}: expected a comma-separated list of "
+                f"{', '.join(choices)}")
+        return items
+
+    return parse
+
+
+def _check_output(path, need, what):
+    """Refuses `path` before anything is written: its directory must exist and
+    hold `need` more bytes (the file, if any, is replaced, so its bytes count
+    as free)."""
+    if os.path.isdir(path):
+        _fail(f"{path} is a directory; give the path of the {what} to write")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        _fail(f"{path}: directory {directory} does not exist")
+    free = shutil.disk_usage(directory).free
+    if os.path.isfile(path):
+        free += os.path.getsize(path)
+    if need > free:
+        _fail(f"{path}: the {what} needs {_tools.human_bytes(need)} ({need} bytes), "
+              f"{directory} has {_tools.human_bytes(free)} free")
+
+
 def _gen(args):
-    size = _tools.parse_size(args.size) if args.size else None
     if args.kind == "pattern":
-        if size is None:
-            sys.exit("warpstore gen pattern: --size is required")
-        _tools.write_pattern_file(args.path, size // 8 * 8, seed=args.seed)
-        print(f"{args.path}: {_tools.human_bytes(size // 8 * 8)} of the pattern "
+        if args.size is None:
+            _fail("gen pattern: --size is required (e.g. --size 1GiB)")
+        if args.size % 8:
+            _fail(f"gen pattern: --size must be a multiple of 8 bytes (the pattern is 64-bit "
+                  f"words), got {args.size}")
+        _check_output(args.path, args.size, "pattern file")
+        _tools.write_pattern_file(args.path, args.size, seed=args.seed)
+        print(f"{args.path}: {_tools.human_bytes(args.size)} of the pattern "
               f"(word w = w * 0x9E3779B97F4A7C15 + {args.seed})")
     elif args.kind == "features":
+        _check_output(args.path, args.nodes * args.dim * 4, "feature matrix")
         _tools.write_features(args.path, args.nodes, args.dim, seed=args.seed)
         print(f"{args.path}: float32 [{args.nodes}, {args.dim}] "
               f"({_tools.human_bytes(args.nodes * args.dim * 4)})")
     else:  # graph: a random edge list as int64 [2, E] (source row, destination row)
         import numpy as np
 
-        rng = np.random.default_rng(args.seed)
         edges = args.nodes * args.degree
+        _check_output(args.path, 2 * edges * 8, "edge list")
+        rng = np.random.default_rng(args.seed)
         bar = _tools.Progress(edges, f"writing {args.path}")
         with open(args.path, "wb") as f:
             step = 1 << 22
@@ -42,20 +143,36 @@ def _gen(args):
 
 def _bench(args):
     if args.which == "gather":
-        from . import bench_gather
+        from . import bench_gather, settings
 
+        if args.size < 4096:
+            _fail(f"bench gather: --size must be at least 4096 bytes (one 4 KiB row), "
+                  f"got {args.size}")
+        size = args.size // 4096 * 4096
+        # The settings the arrays will get (a bad WARPSTORE_* variable or
+        # --cache / --threads fails here, before the file is written).
+        s = settings.as_dict()
+        for name, value in (("cache", args.cache), ("threads", args.threads)):
+            s[name] = settings._normalize(name, value)
+        for row_bytes in {bench_gather.ROWS[r] for r in args.rows}:
+            settings.check(dict(s, line_size=max(512, row_bytes)))
+        for out in (args.json, args.plot):
+            if out is not None and os.path.isdir(out):
+                _fail(f"{out} is a directory; give the path of a file to write")
+        if not (os.path.isfile(args.file) and os.path.getsize(args.file) == size):
+            _check_output(args.file, size, "benchmark file")
         results = bench_gather.run(
-            path=args.file, size=args.size, batch=args.batch, cache=args.cache,
-            threads=args.threads, rows=args.rows.split(","), streams=args.streams.split(","),
-            controllers=args.controllers.split(","), seed=args.seed, zipf_a=args.zipf_a,
+            path=args.file, size=size, batch=args.batch, cache=args.cache,
+            threads=args.threads, rows=args.rows, streams=args.streams,
+            controllers=args.controllers, seed=args.seed, zipf_a=args.zipf_a,
             json_path=args.json, plot=args.plot, command="warpstore " + " ".join(sys.argv[1:]))
         return 0 if all(r["mismatches"] == 0 for r in results) else 1
     exe = shutil.which("warpstore-bench") or next(
         (p for p in (os.path.join(d, "bench", "warpstore-bench") for d in ("build-gpu", "build"))
          if os.path.exists(p)), None)
     if exe is None:
-        sys.exit("warpstore bench core: warpstore-bench not found (build the GPU target: "
-                 "cmake --build build --target warpstore-bench, or put it on PATH)")
+        _fail("bench core: warpstore-bench not found (build the GPU target: "
+              "cmake --build build --target warpstore-bench, or put it on PATH)")
     return subprocess.call([exe] + args.rest)
 
 
@@ -72,30 +189,30 @@ def _info(args):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(prog="warpstore", description=__doc__)
+    p = _Parser(prog="warpstore", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
 
     g = sub.add_parser("gen", help="write test files, feature matrices, graphs")
     g.add_argument("kind", choices=["pattern", "features", "graph"])
     g.add_argument("path")
-    g.add_argument("--size", help="pattern: bytes (e.g. 8GiB)")
-    g.add_argument("--nodes", type=int, default=1_000_000)
-    g.add_argument("--dim", type=int, default=128)
-    g.add_argument("--degree", type=int, default=10)
-    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--size", type=_size, help="pattern: bytes, a multiple of 8 (e.g. 8GiB)")
+    g.add_argument("--nodes", type=_positive, default=1_000_000)
+    g.add_argument("--dim", type=_positive, default=128)
+    g.add_argument("--degree", type=_positive, default=10)
+    g.add_argument("--seed", type=_seed, default=0)
 
     b = sub.add_parser("bench", help="gather benchmark; core benchmarks (warpstore-bench)")
     b.add_argument("which", choices=["gather", "core"])
     b.add_argument("--file", default="/tmp/warpstore-gather.dat")
-    b.add_argument("--size", default="8GiB")
-    b.add_argument("--batch", default="512MiB", help="bytes of rows per gather")
-    b.add_argument("--cache", default="2GiB")
-    b.add_argument("--threads", type=int, default=8, help="host controller service threads")
-    b.add_argument("--rows", default="4k,512")
-    b.add_argument("--streams", default="random,zipf")
-    b.add_argument("--controllers", default="host,memory")
-    b.add_argument("--zipf-a", type=float, default=1.2)
-    b.add_argument("--seed", type=int, default=1)
+    b.add_argument("--size", type=_size, default="8GiB")
+    b.add_argument("--batch", type=_size, default="512MiB", help="bytes of rows per gather")
+    b.add_argument("--cache", type=_size_text, default="2GiB")
+    b.add_argument("--threads", type=_positive, default=8, help="host controller service threads")
+    b.add_argument("--rows", type=_list(("4k", "512")), default="4k,512")
+    b.add_argument("--streams", type=_list(("random", "zipf")), default="random,zipf")
+    b.add_argument("--controllers", type=_list(("host", "memory")), default="host,memory")
+    b.add_argument("--zipf-a", type=_zipf, default=1.2)
+    b.add_argument("--seed", type=_seed, default=1)
     b.add_argument("--json", help="results file (docs/RESULTS.md format)")
     b.add_argument("--plot", help="PNG of the figures (needs matplotlib)")
 
@@ -107,7 +224,12 @@ def main(argv=None):
     if rest and not (args.command == "bench" and args.which == "core"):
         p.error(f"unrecognized arguments: {' '.join(rest)}")
     args.rest = rest
-    return {"gen": _gen, "bench": _bench, "info": _info}[args.command](args) or 0
+    try:
+        return {"gen": _gen, "bench": _bench, "info": _info}[args.command](args) or 0
+    except (ValueError, OSError) as e:
+        # Bad settings (WARPSTORE_* variables included), files that cannot be
+        # written: one line, as for bad arguments.
+        _fail(" ".join(str(e).split()))
 
 
 if __name__ == "__main__":
