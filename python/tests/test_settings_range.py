@@ -29,6 +29,8 @@ def test_deadline_whose_nanoseconds_overflow_is_refused():
         settings.set_deadline(1e20)
     with pytest.raises(ValueError, match="deadline"):
         settings.set_deadline(2**64)
+    with pytest.raises(ValueError, match="deadline"):
+        settings.set_deadline(10**400)  # no float holds it
     settings.set_deadline(18446744073.0)  # just fits
     assert settings.deadline() == 18446744073.0
 

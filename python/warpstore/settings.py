@@ -71,7 +71,7 @@ def _normalize(name, value):
         return value
     if name == "deadline":
         if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or not math.isfinite(value) or value <= 0):
+                or (isinstance(value, float) and not math.isfinite(value)) or value <= 0):
             raise ValueError(f"deadline must be a finite positive number of seconds (at least "
                              f"0.001, a millisecond), got {value!r}")
         if value < 0.001:
