@@ -22,28 +22,57 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
   base_ = with_word(word_bytes, [&]<class W>() -> std::unique_ptr<detail::array_base> {
     return std::make_unique<array<W>>(path, words, opts, byte_offset);
   });
-  first_bad_ = static_cast<std::uint64_t*>(runtime::alloc_device(sizeof(std::uint64_t)));
 }
 
-erased_array::~erased_array() { runtime::free_device(first_bad_); }
+erased_array::~erased_array() {
+  for (call_slot& s : free_slots_) destroy_call_slot(s);
+}
+
+call_slot erased_array::take_slot() const {
+  {
+    std::lock_guard<std::mutex> lock(slots_mutex_);
+    if (!free_slots_.empty()) {
+      call_slot s = free_slots_.back();
+      free_slots_.pop_back();
+      return s;
+    }
+  }
+  return make_call_slot();
+}
+
+void erased_array::give_back(call_slot s) const {
+  std::lock_guard<std::mutex> lock(slots_mutex_);
+  free_slots_.push_back(s);
+}
 
 std::uint64_t erased_array::gather(const void* idx, std::uint32_t index_bytes, std::uint64_t n,
-                                   void* out, std::uintptr_t stream) const {
+                                   void* out, std::uintptr_t stream,
+                                   const interrupt_poll& poll) const {
   if (index_bytes != 4 && index_bytes != 8)
     throw std::invalid_argument("indices must be 32- or 64-bit integers");
   if (n == 0) return no_bad_position;
-  const std::uint64_t first_bad = run_gather(*this, idx, index_bytes, n, out, stream, first_bad_);
-  if (first_bad == no_bad_position) {
-    base_->check();
-    return first_bad;
+  const call_slot slot = take_slot();
+  call_record rec{};
+  try {
+    run_gather(*this, idx, index_bytes, n, out, stream, slot, poll);
+    rec = *slot.host;
+  } catch (...) {
+    // The slot's record may be in any state; a fresh one serves the next call.
+    call_slot s = slot;
+    destroy_call_slot(s);
+    throw;
   }
+  give_back(slot);
+  base_->shared_controller()->check();
+  if (rec.cancel != 0) throw cancelled();
   // A bad index is the caller's error and is what gets reported; the reads
   // the batch did not make cannot have failed, those it made are dropped.
-  try {
-    base_->check();
-  } catch (const io_error&) {
+  if (rec.first_bad != no_bad_position) return rec.first_bad;
+  if (rec.errors.count != 0) {
+    if (rec.errors.kind == error_kind::index_out_of_range) throw index_error(rec.errors, base_->path());
+    throw io_error(rec.errors, base_->path());
   }
-  return first_bad;
+  return no_bad_position;
 }
 
 }  // namespace warpstore::python

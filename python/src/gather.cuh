@@ -53,11 +53,20 @@ WARPSTORE_HD inline void note_bad_position(std::uint64_t* first_bad, std::uint64
   detail::device_atomic<std::uint64_t>(*first_bad).fetch_min(k, detail::memory_order_relaxed);
 }
 
+// Whether the call was cancelled, the same answer for every lane of `mask`
+// (lanes that then skip a warp-collective read must all skip it).
+WARPSTORE_HD inline bool cancelled_for(unsigned mask, std::uint32_t* cancel) {
+  const bool mine = detail::device_atomic<std::uint32_t>(*cancel).load(detail::memory_order_relaxed) != 0;
+  return detail::warp::ballot(mask, mine) != 0;
+}
+
 // Position k of a 1-D gather: out[k] = a[idx[k]]. Any subset of a warp's
-// lanes may call together (lanes of one line share its lookup).
+// lanes may call together (lanes of one line share its lookup). `a.errors`
+// is the call's own error record.
 template <class W, class I>
 WARPSTORE_HD void gather_element(const array_ref<W>& a, const I* idx, W* out, std::uint64_t k,
-                                 std::uint64_t* first_bad) {
+                                 std::uint64_t* first_bad, std::uint32_t* cancel) {
+  if (cancelled_for(detail::warp::active_mask(), cancel)) return;
   std::uint64_t i = 0;
   if (!resolve_index(idx[k], a.size(), i)) {
     note_bad_position(first_bad, k);
@@ -72,12 +81,14 @@ WARPSTORE_HD void gather_element(const array_ref<W>& a, const I* idx, W* out, st
 // Rows may span lines; read_span walks them.
 template <class W, class I>
 WARPSTORE_HD void gather_row(const array_ref<W>& a, std::uint64_t rows, std::uint64_t row_words,
-                             const I* idx, W* out, std::uint64_t k, std::uint64_t* first_bad) {
+                             const I* idx, W* out, std::uint64_t k, std::uint64_t* first_bad,
+                             std::uint32_t* cancel) {
+  const unsigned mask = detail::warp::active_mask();
+  if (cancelled_for(mask, cancel)) return;
   std::uint64_t r = 0;
   W* dst = out + k * row_words;
   if (!resolve_index(idx[k], rows, r)) {
-    if (detail::warp::lane() == detail::warp::first_lane(detail::warp::active_mask()))
-      note_bad_position(first_bad, k);
+    if (detail::warp::lane() == detail::warp::first_lane(mask)) note_bad_position(first_bad, k);
     return;  // the host raises before anyone sees the row
   }
   a.read_span(r * row_words, row_words, dst);

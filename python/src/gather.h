@@ -4,12 +4,48 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "warpstore/array.cuh"
 
 namespace warpstore::python {
+
+// What one gather call owns, in device memory: the first error its reads hit,
+// the first position of the batch holding an out-of-range index, and the
+// flag that cancels it. Calls on one array from several threads never see
+// each other's errors.
+struct call_record {
+  error_record errors;
+  std::uint64_t first_bad;  // no_bad_position when every index is in range
+  std::uint32_t cancel;     // nonzero: positions not yet started are skipped
+  std::uint32_t reserved;
+};
+
+// A call's pooled resources: its record on the device, a host copy of it
+// (pinned on the GPU target) and, on the GPU target, the event the waiting
+// thread polls and the stream that carries a cancel past the caller's.
+struct call_slot {
+  call_record* device = nullptr;
+  call_record* host = nullptr;
+  void* event = nullptr;
+  void* cancel_stream = nullptr;
+};
+
+// Called every few milliseconds by the thread that waits for a gather;
+// returning true cancels the gather (Ctrl-C). Runs without the GIL held.
+using interrupt_poll = std::function<bool()>;
+
+// Raised by gather when interrupt_poll asked it to stop. The array stays
+// usable: the reads in flight finished, the rest were never started.
+class cancelled : public std::runtime_error {
+ public:
+  cancelled() : std::runtime_error("gather cancelled") {}
+};
 
 // A storage-backed array whose element type is erased: `word_bytes` is the
 // size of the words the cache serves (the dtype's size for 1-D arrays, the
@@ -30,26 +66,36 @@ class erased_array {
   // Gathers rows idx[0..n) (signed 32- or 64-bit, `index_bytes`) into `out`
   // (n * row_bytes). Both pointers are device memory on the GPU target, host
   // memory on the CPU target. `stream` orders the work on the GPU (a
-  // cudaStream_t; 0 the default stream) and is synchronized before return.
-  // Returns the first position whose index is out of range, or
-  // no_bad_position; raises io_error for a failed read.
+  // cudaStream_t; 0 the default stream) and is waited for before return;
+  // while waiting, `poll` (if set) is called every few milliseconds and may
+  // cancel the call (then `cancelled` is raised). Returns the first position
+  // whose index is out of range, or no_bad_position; raises io_error for a
+  // failed read. Safe to call from several threads at once: each call has a
+  // record of its own.
   std::uint64_t gather(const void* idx, std::uint32_t index_bytes, std::uint64_t n, void* out,
-                       std::uintptr_t stream) const;
+                       std::uintptr_t stream, const interrupt_poll& poll = {}) const;
 
  private:
+  call_slot take_slot() const;
+  void give_back(call_slot s) const;
+
   std::uint64_t rows_;
   std::uint64_t row_bytes_;
   std::uint32_t word_bytes_;
   std::unique_ptr<detail::array_base> base_;  // an array<word<word_bytes>>
-  std::uint64_t* first_bad_ = nullptr;        // device word, one per array
+  mutable std::mutex slots_mutex_;
+  mutable std::vector<call_slot> free_slots_;  // one per call that ran at once, reused
 };
 
 // True when this target can run (a GPU is visible, or the CPU target).
 bool target_available();
-// Runs the launch for this target; defined in gather_gpu.cu / gather_cpu.cpp.
-std::uint64_t run_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
-                         std::uint64_t n, void* out, std::uintptr_t stream,
-                         std::uint64_t* first_bad);
+// Per target (gather_gpu.cu / gather_cpu.cpp): makes and frees a call's
+// resources, and runs one gather with them, leaving its record in slot.host.
+call_slot make_call_slot();
+void destroy_call_slot(call_slot& s) noexcept;
+void run_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
+                std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
+                const interrupt_poll& poll);
 
 }  // namespace warpstore::python
 

@@ -4,6 +4,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "gather.cuh"
 #include "gather.h"
@@ -16,66 +18,133 @@ bool target_available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+call_slot make_call_slot() {
+  call_slot s;
+  try {
+    s.device = static_cast<call_record*>(runtime::alloc_device(sizeof(call_record)));
+    s.host = static_cast<call_record*>(runtime::alloc_host_mapped(sizeof(call_record)));
+    cudaEvent_t ev = nullptr;
+    WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+    s.event = ev;
+    cudaStream_t cs = nullptr;
+    WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    s.cancel_stream = cs;
+  } catch (...) {
+    destroy_call_slot(s);
+    throw;
+  }
+  return s;
+}
+
+void destroy_call_slot(call_slot& s) noexcept {
+  if (s.cancel_stream != nullptr) {
+    cudaStreamSynchronize(static_cast<cudaStream_t>(s.cancel_stream));
+    cudaStreamDestroy(static_cast<cudaStream_t>(s.cancel_stream));
+  }
+  if (s.event != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(s.event));
+  runtime::free_host_mapped(s.host);
+  runtime::free_device(s.device);
+  s = call_slot{};
+}
+
 namespace {
 
 constexpr unsigned block_threads = 256;
 
 template <class W, class I>
 __global__ void gather_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
-                                       std::uint64_t* first_bad) {
+                                       call_record* rec) {
   const std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
-  if (k < n) gather_element(a, idx, out, k, first_bad);
+  if (k < n) gather_element(a, idx, out, k, &rec->first_bad, &rec->cancel);
 }
 
 template <class W, class I>
 __global__ void gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words,
-                                   const I* idx, W* out, std::uint64_t n,
-                                   std::uint64_t* first_bad) {
+                                   const I* idx, W* out, std::uint64_t n, call_record* rec) {
   const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
   // k is the same for every lane of a warp: each warp walks its rows whole.
   for (std::uint64_t k = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; k < n;
        k += warps)
-    gather_row(a, rows, row_words, idx, out, k, first_bad);
+    gather_row(a, rows, row_words, idx, out, k, &rec->first_bad, &rec->cancel);
 }
 
 template <class W, class I>
 void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaStream_t s,
-            std::uint64_t* first_bad) {
-  const array_ref<W> a = static_cast<const array<W>&>(ea.base()).ref();
+            call_record* rec) {
+  array_ref<W> a = static_cast<const array<W>&>(ea.base()).ref();
+  a.errors = &rec->errors;  // this call's errors, not the array's
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
   if (row_words == 1) {
     const std::uint64_t blocks = (n + block_threads - 1) / block_threads;
     if (blocks > 0x7fffffffull) throw std::invalid_argument("gather of too many elements at once");
     gather_elements_kernel<<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(a, idx, out, n,
-                                                                                  first_bad);
+                                                                                  rec);
   } else {
     const std::uint64_t warps_per_block = block_threads / 32;
     const std::uint64_t blocks =
         std::min<std::uint64_t>((n + warps_per_block - 1) / warps_per_block, 1u << 20);
     gather_rows_kernel<<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(
-        a, ea.rows(), row_words, idx, out, n, first_bad);
+        a, ea.rows(), row_words, idx, out, n, rec);
   }
   WARPSTORE_CHECK_LAUNCH();
 }
 
+// Waits for `ev` without blocking in the driver, so the caller can be asked
+// every poll_period whether to cancel: spins (yielding) for the first
+// milliseconds, as a synchronize would, then sleeps in short steps. Returns
+// whether it asked the gather to stop.
+bool wait_interruptibly(cudaEvent_t ev, const call_slot& slot, const interrupt_poll& poll) {
+  using clock = std::chrono::steady_clock;
+  constexpr auto poll_period = std::chrono::milliseconds(20);
+  constexpr auto spin_for = std::chrono::milliseconds(2);
+  const auto start = clock::now();
+  auto next_poll = start + poll_period;
+  bool asked = false;
+  for (;;) {
+    const cudaError_t e = cudaEventQuery(ev);
+    if (e == cudaSuccess) return asked;
+    if (e != cudaErrorNotReady) WARPSTORE_CUDA_TRY(e);
+    const auto now = clock::now();
+    if (now - start < spin_for)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    if (!asked && poll && now >= next_poll) {
+      next_poll = now + poll_period;
+      if (poll()) {
+        asked = true;
+        // The caller's stream is busy with the gather: the flag goes through
+        // a stream of its own, which runs beside it.
+        const auto cs = static_cast<cudaStream_t>(slot.cancel_stream);
+        WARPSTORE_CUDA_TRY(cudaMemsetAsync(&slot.device->cancel, 1, 1, cs));
+      }
+    }
+  }
+}
+
 }  // namespace
 
-std::uint64_t run_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
-                         std::uint64_t n, void* out, std::uintptr_t stream,
-                         std::uint64_t* first_bad) {
+void run_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
+                std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
+                const interrupt_poll& poll) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
-  WARPSTORE_CUDA_TRY(cudaMemsetAsync(first_bad, 0xff, sizeof *first_bad, s));
+  call_record* rec = slot.device;
+  WARPSTORE_CUDA_TRY(cudaMemsetAsync(rec, 0, sizeof *rec, s));
+  WARPSTORE_CUDA_TRY(cudaMemsetAsync(&rec->first_bad, 0xff, sizeof rec->first_bad, s));
   with_word(a.word_bytes(), [&]<class W>() {
     if (index_bytes == 4)
-      launch(a, static_cast<const std::int32_t*>(idx), n, static_cast<W*>(out), s, first_bad);
+      launch(a, static_cast<const std::int32_t*>(idx), n, static_cast<W*>(out), s, rec);
     else
-      launch(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), s, first_bad);
+      launch(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), s, rec);
   });
-  std::uint64_t result = 0;
-  WARPSTORE_CUDA_TRY(cudaMemcpyAsync(&result, first_bad, sizeof result, cudaMemcpyDeviceToHost, s));
+  WARPSTORE_CUDA_TRY(cudaMemcpyAsync(slot.host, rec, sizeof *rec, cudaMemcpyDeviceToHost, s));
+  const auto ev = static_cast<cudaEvent_t>(slot.event);
+  WARPSTORE_CUDA_TRY(cudaEventRecord(ev, s));
   // Errors are raised here, not later: the caller's stream waits for the gather.
-  WARPSTORE_CUDA_TRY(cudaStreamSynchronize(s));
-  return result;
+  // A cancel that raced with the end of the gather lands before the slot
+  // is used again (the next call's memset must not be overtaken by it).
+  if (wait_interruptibly(ev, slot, poll))
+    WARPSTORE_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(slot.cancel_stream)));
 }
 
 }  // namespace warpstore::python

@@ -6,7 +6,12 @@
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 
+#include <atomic>
 #include <cerrno>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -57,8 +62,75 @@ bool on_host(const Array& a) {
          a.device_type() == nb::device::cuda_host::value;
 }
 
-// An open array as Python sees it; close() frees the cache and stops the
-// controller before the object goes away.
+// Admits calls on an array and lets close() and clear_cache() wait for the
+// calls in flight: any number of shared calls, or one exclusive. A waiting
+// exclusive call holds new shared ones back, so a stream of gathers from
+// other threads cannot starve close(). Waits without the GIL.
+class call_gate {
+ public:
+  void enter_shared() {
+    std::unique_lock<std::mutex> lock(m_);
+    cv_.wait(lock, [&] { return !exclusive_ && exclusive_waiting_ == 0; });
+    ++shared_;
+  }
+  void leave_shared() {
+    std::lock_guard<std::mutex> lock(m_);
+    if (--shared_ == 0) cv_.notify_all();
+  }
+  void enter_exclusive() {
+    std::unique_lock<std::mutex> lock(m_);
+    ++exclusive_waiting_;
+    cv_.wait(lock, [&] { return !exclusive_ && shared_ == 0; });
+    --exclusive_waiting_;
+    exclusive_ = true;
+  }
+  void leave_exclusive() {
+    std::lock_guard<std::mutex> lock(m_);
+    exclusive_ = false;
+    cv_.notify_all();
+  }
+
+ private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  unsigned shared_ = 0;
+  unsigned exclusive_waiting_ = 0;
+  bool exclusive_ = false;
+};
+
+template <bool Exclusive>
+class gate_pass {
+ public:
+  explicit gate_pass(call_gate& g) : g_(g) {
+    if constexpr (Exclusive) g_.enter_exclusive(); else g_.enter_shared();
+  }
+  ~gate_pass() {
+    if constexpr (Exclusive) g_.leave_exclusive(); else g_.leave_shared();
+  }
+  gate_pass(const gate_pass&) = delete;
+  gate_pass& operator=(const gate_pass&) = delete;
+
+ private:
+  call_gate& g_;
+};
+
+// The poll a gather calls while it waits: takes the GIL for a moment and
+// runs Python's signal handlers (main thread only). A handler that raised
+// (Ctrl-C: KeyboardInterrupt) cancels the gather; its exception is kept and
+// raised once the gather has stopped.
+struct signal_poll {
+  std::optional<nb::python_error> raised;
+  bool operator()() {
+    nb::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() == 0) return false;
+    raised.emplace();  // fetches and clears the error indicator
+    return true;
+  }
+};
+
+// An open array as Python sees it. Gathers from several threads run at
+// once; close() and clear_cache() wait for the calls in flight, and calls
+// after close() raise ValueError. Nothing a call uses is freed under it.
 class py_array {
  public:
   py_array(const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
@@ -67,57 +139,86 @@ class py_array {
         device_(python::current_device()),
         a_(std::make_unique<erased_array>(path, rows, row_bytes, word_bytes, offset, opts)) {}
 
-  void close() { a_.reset(); }
-  bool closed() const { return !a_; }
+  void close() {
+    std::unique_ptr<erased_array> gone;
+    {
+      nb::gil_scoped_release release;
+      gate_pass<true> pass(gate_);
+      gone = std::move(a_);
+      closed_.store(true);
+      gone.reset();  // stops the controller's threads: without the GIL
+    }
+  }
+  bool closed() const { return closed_.load(); }
   int device() const { return device_; }
 
   // Gathers rows idx into out; returns the first position holding an
   // out-of-range index, or -1.
-  std::int64_t gather(nb::ndarray<nb::c_contig> idx, nb::ndarray<nb::c_contig> out,
+  std::int64_t gather(nb::ndarray<nb::ro, nb::c_contig> idx, nb::ndarray<nb::c_contig> out,
                       std::uintptr_t stream) {
-    const erased_array& a = open_array();
     if (idx.ndim() != 1) throw std::invalid_argument("indices must be one-dimensional");
     const nb::dlpack::dtype t = idx.dtype();
     if (t.code != static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int) ||
         (t.bits != 32 && t.bits != 64) || t.lanes != 1)
       throw nb::type_error("indices must be int32 or int64");
-    const std::uint64_t n = idx.shape(0);
-    if (out.nbytes() != n * a.row_bytes())
-      throw std::invalid_argument("output holds " + std::to_string(out.nbytes()) +
-                                  " bytes, the gather needs " + std::to_string(n * a.row_bytes()));
     if (idx.device_type() != out.device_type() || idx.device_id() != out.device_id())
       throw std::invalid_argument("indices and output must be on the same device");
-    if (reinterpret_cast<std::uintptr_t>(out.data()) % a.word_bytes() != 0)
-      throw std::invalid_argument("output is not aligned to " + std::to_string(a.word_bytes()) +
-                                  " bytes");
+    const std::uint64_t n = idx.shape(0);
     const std::uint32_t index_bytes = t.bits / 8;
     std::uint64_t first_bad = python::no_bad_position;
-    if (n != 0) {
+    signal_poll poll;
+    try {
       nb::gil_scoped_release release;
-      if (!runtime::gpu_build()) {
-        if (!on_host(idx))
-          throw std::invalid_argument(
-              "this is the CPU target: indices must be CPU tensors (GPU tensors need a GPU build "
-              "on a machine with a GPU)");
-        first_bad = a.gather(idx.data(), index_bytes, n, out.data(), 0);
-      } else if (on_host(idx)) {
-        first_bad = staged_gather(a, idx.data(), index_bytes, n, out.data());
-      } else if (idx.device_type() == nb::device::cuda::value) {
-        if (idx.device_id() != device_)
-          throw std::invalid_argument("indices are on cuda:" + std::to_string(idx.device_id()) +
-                                      ", the array's cache on cuda:" + std::to_string(device_));
-        first_bad = a.gather(idx.data(), index_bytes, n, out.data(), stream);
-      } else {
-        throw std::invalid_argument("indices must be on the CPU or a CUDA device");
+      gate_pass<false> pass(gate_);
+      const erased_array& a = open_array();
+      if (out.nbytes() != n * a.row_bytes())
+        throw std::invalid_argument("output holds " + std::to_string(out.nbytes()) +
+                                    " bytes, the gather needs " + std::to_string(n * a.row_bytes()));
+      if (reinterpret_cast<std::uintptr_t>(out.data()) % a.word_bytes() != 0)
+        throw std::invalid_argument("output is not aligned to " + std::to_string(a.word_bytes()) +
+                                    " bytes");
+      if (n != 0) {
+        const python::interrupt_poll p = std::ref(poll);
+        if (!runtime::gpu_build()) {
+          if (!on_host(idx))
+            throw std::invalid_argument(
+                "this is the CPU target: indices must be CPU tensors (GPU tensors need a GPU "
+                "build on a machine with a GPU)");
+          first_bad = a.gather(idx.data(), index_bytes, n, out.data(), 0, p);
+        } else if (on_host(idx)) {
+          first_bad = staged_gather(a, idx.data(), index_bytes, n, out.data(), p);
+        } else if (idx.device_type() == nb::device::cuda::value) {
+          if (idx.device_id() != device_)
+            throw std::invalid_argument("indices are on cuda:" + std::to_string(idx.device_id()) +
+                                        ", the array's cache on cuda:" + std::to_string(device_));
+          first_bad = a.gather(idx.data(), index_bytes, n, out.data(), stream, p);
+        } else {
+          throw std::invalid_argument("indices must be on the CPU or a CUDA device");
+        }
       }
+    } catch (...) {
+      if (!poll.raised) throw;
     }
+    if (poll.raised) throw std::move(*poll.raised);  // Ctrl-C wins over the result
     return first_bad == python::no_bad_position ? -1 : static_cast<std::int64_t>(first_bad);
   }
 
-  nb::dict stats() const {
-    const erased_array& a = open_array();
-    const cache_stats s = a.base().stats();
-    const controller_stats c = a.base().shared_controller()->stats();
+  nb::dict stats() {
+    cache_stats s{};
+    controller_stats c{};
+    std::string controller;
+    std::uint64_t cache_bytes = 0;
+    std::uint32_t line_size = 0;
+    {
+      nb::gil_scoped_release release;
+      gate_pass<false> pass(gate_);
+      const erased_array& a = open_array();
+      s = a.base().stats();
+      c = a.base().shared_controller()->stats();
+      controller = a.base().shared_controller()->name();
+      cache_bytes = a.base().cache().bytes();
+      line_size = a.base().cache().line_size();
+    }
     nb::dict d;
     d["hits"] = s.hits;
     d["misses"] = s.misses;
@@ -128,14 +229,23 @@ class py_array {
     d["errors"] = s.errors;
     d["hit_rate"] = s.hit_rate();
     d["commands"] = c.commands;
-    d["controller"] = std::string(a.base().shared_controller()->name());
-    d["cache_bytes"] = a.base().cache().bytes();
-    d["line_size"] = a.base().cache().line_size();
+    d["controller"] = controller;
+    d["cache_bytes"] = cache_bytes;
+    d["line_size"] = line_size;
     return d;
   }
-  void reset_stats() { open_array().base().cache().reset_stats(); }
-  // Drops every cached line: the next gather starts cold.
-  void clear_cache() { open_array().base().cache().clear(); }
+  void reset_stats() {
+    nb::gil_scoped_release release;
+    gate_pass<false> pass(gate_);
+    open_array().base().cache().reset_stats();
+  }
+  // Drops every cached line: the next gather starts cold. The cache is
+  // reset as a whole, so it waits for the gathers in flight.
+  void clear_cache() {
+    nb::gil_scoped_release release;
+    gate_pass<true> pass(gate_);
+    open_array().base().cache().clear();
+  }
 
  private:
   const erased_array& open_array() const {
@@ -146,13 +256,14 @@ class py_array {
   // Host tensors on the GPU build: the indices go to the GPU and the rows
   // come back, through buffers of this call.
   static std::uint64_t staged_gather(const erased_array& a, const void* idx,
-                                     std::uint32_t index_bytes, std::uint64_t n, void* out) {
+                                     std::uint32_t index_bytes, std::uint64_t n, void* out,
+                                     const python::interrupt_poll& poll) {
     runtime::device_ptr<std::byte> d_idx(
         static_cast<std::byte*>(runtime::alloc_device(n * index_bytes)));
     runtime::device_ptr<std::byte> d_out(
         static_cast<std::byte*>(runtime::alloc_device(n * a.row_bytes())));
     runtime::copy_to_device(d_idx.get(), idx, n * index_bytes);
-    const std::uint64_t first_bad = a.gather(d_idx.get(), index_bytes, n, d_out.get(), 0);
+    const std::uint64_t first_bad = a.gather(d_idx.get(), index_bytes, n, d_out.get(), 0, poll);
     if (first_bad == python::no_bad_position)
       runtime::copy_to_host(out, d_out.get(), n * a.row_bytes());
     return first_bad;
@@ -160,7 +271,9 @@ class py_array {
 
   std::string path_;
   int device_;
-  std::unique_ptr<erased_array> a_;
+  call_gate gate_;
+  std::unique_ptr<erased_array> a_;  // null once closed; read under gate_
+  std::atomic<bool> closed_{false};
 };
 
 }  // namespace

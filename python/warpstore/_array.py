@@ -17,19 +17,36 @@ _ITEMSIZE = {
 
 
 def _dtype_name(dtype):
-    """'float32' for np.float32, 'float32', torch.float32, np.dtype('f4')."""
+    """'float32' for np.float32, 'float32', torch.float32, np.dtype('f4');
+    also the byte order the file holds: '<', '>' or '|' (no order)."""
     if type(dtype).__module__ == "torch" or str(dtype).startswith("torch."):
-        name = str(dtype).split(".", 1)[1]
-    elif isinstance(dtype, str) and dtype == "bfloat16":
-        name = dtype
-    else:
-        try:
-            name = np.dtype(dtype).name
-        except TypeError:
-            raise TypeError(f"not a dtype: {dtype!r}") from None
+        return _checked_name(str(dtype).split(".", 1)[1]), "="
+    if isinstance(dtype, str) and dtype == "bfloat16":
+        return dtype, "="
+    try:
+        d = np.dtype(dtype)
+    except TypeError:
+        raise TypeError(f"not a dtype: {dtype!r}") from None
+    if d.fields is not None or d.subdtype is not None:
+        raise TypeError(f"unsupported dtype {d} (structured or sub-array); supported: "
+                        f"{', '.join(_ITEMSIZE)}")
+    return _checked_name(d.name), d.byteorder
+
+
+def _checked_name(name):
     if name not in _ITEMSIZE:
         raise TypeError(f"unsupported dtype {name}; supported: {', '.join(_ITEMSIZE)}")
     return name
+
+
+def _swapped(byteorder):
+    """Whether values stored in `byteorder` must be byte-swapped to native."""
+    return byteorder not in ("=", "|") and byteorder != ("<" if sys.byteorder == "little" else ">")
+
+
+def _swap_unit(name):
+    """Bytes per swapped unit: a complex number swaps each of its two parts."""
+    return _ITEMSIZE[name] // 2 if name.startswith("complex") else _ITEMSIZE[name]
 
 
 def _word_bytes(row_bytes):
@@ -62,7 +79,10 @@ class Array:
     def __init__(self, path, dtype, shape, *, cache, line_size, controller, threads, deadline,
                  direct, offset, backend):
         self._path = path
-        self._dtype_name = _dtype_name(dtype)
+        self._dtype_name, byteorder = _dtype_name(dtype)
+        # Values stored big-endian (or little-endian on a big-endian host) are
+        # byte-swapped after the gather: results are always native.
+        self._swap = _swapped(byteorder)
         self._dtype = dtype
         self._shape = tuple(shape)
         self._row_shape = self._shape[1:]
@@ -130,7 +150,10 @@ class Array:
         if isinstance(key, slice):
             return self._gather_numpy(np.arange(*key.indices(len(self)), dtype=np.int64))
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
-            return self._gather_numpy(np.array([int(key)], dtype=np.int64))[0]
+            k = int(key)
+            if not -len(self) <= k < len(self):
+                raise IndexError(f"{self._path}: index {k} is out of range for {len(self)} rows")
+            return self._gather_numpy(np.array([k], dtype=np.int64))[0]
         if isinstance(key, tuple):
             raise TypeError("index with one tensor, slice or integer (row gathers take whole rows)")
         return self.gather(key)
@@ -166,19 +189,23 @@ class Array:
 
     def _gather_numpy(self, idx):
         a = np.asarray(idx)
+        if a.size == 0 and a.dtype.kind == "f" and not isinstance(idx, np.ndarray):
+            a = a.astype(np.int64)  # x[[]]: an empty list is an empty index, as in NumPy
         if a.dtype.kind == "u":
             if a.size and a.max() > np.iinfo(np.int64).max:
                 raise IndexError(f"{self._path}: index {a.max()} is out of range for {len(self)} rows")
             a = a.astype(np.int64)
         elif a.dtype.kind != "i":
             raise TypeError(f"indices must be integers, got {a.dtype}")
-        if a.dtype.itemsize not in (4, 8):
-            a = a.astype(np.int64)
+        if a.dtype.itemsize not in (4, 8) or not a.dtype.isnative:
+            a = a.astype(np.int64)  # native int64: the extension reads the words as they are
         flat = np.ascontiguousarray(a.reshape(-1))
         if self._dtype_name == "bfloat16":
             raise TypeError("bfloat16 results need PyTorch index tensors")
         out = np.empty((flat.size,) + self._row_shape, dtype=self._dtype_name)
         self._run(flat, out.reshape(-1).view(np.uint8) if out.size else out, 0, lambda p: int(flat[p]))
+        if self._swap:
+            out.byteswap(inplace=True)
         return out.reshape(a.shape + self._row_shape)
 
     def _gather_torch(self, idx):
@@ -186,6 +213,18 @@ class Array:
 
         if idx.dtype in (torch.bool,) or idx.is_floating_point() or idx.is_complex():
             raise TypeError(f"indices must be integers, got {idx.dtype}")
+        if idx.device.type == "meta":
+            raise ValueError("indices are on the 'meta' device, which holds no values: "
+                             "pass a CPU or CUDA tensor")
+        if idx.dtype == torch.uint64 and idx.numel():
+            # Values of 2**63 and above read as negative int64: out of range,
+            # never counted from the end.
+            big = idx.view(torch.int64) < 0
+            if bool(big.any()):
+                pos = int(big.reshape(-1).nonzero()[0])
+                value = int(idx.reshape(-1).view(torch.int64)[pos]) % 2**64
+                raise IndexError(f"{self._path}: index {value} (at position {pos}) is out of "
+                                 f"range for {len(self)} rows")
         if idx.dtype not in (torch.int32, torch.int64):
             idx = idx.to(torch.int64)
         flat = idx.reshape(-1).contiguous()
@@ -194,6 +233,9 @@ class Array:
         stream = torch.cuda.current_stream(flat.device).cuda_stream if flat.is_cuda else 0
         view = out.reshape(-1).view(torch.uint8) if out.numel() else out
         self._run(flat.detach(), view, stream, lambda p: int(flat[p]))
+        if self._swap and out.numel():
+            u = view.view(-1, _swap_unit(self._dtype_name))
+            u.copy_(u.flip(-1))
         return out.reshape(tuple(idx.shape) + self._row_shape)
 
     def _gather_cupy(self, idx):
@@ -201,12 +243,18 @@ class Array:
 
         if idx.dtype.kind not in "iu":
             raise TypeError(f"indices must be integers, got {idx.dtype}")
+        if idx.dtype.kind == "u" and idx.size and int(idx.max()) > np.iinfo(np.int64).max:
+            raise IndexError(f"{self._path}: index {int(idx.max())} is out of range for "
+                             f"{len(self)} rows")
         if idx.dtype not in (cupy.int32, cupy.int64):
             idx = idx.astype(cupy.int64)
         flat = cupy.ascontiguousarray(idx.reshape(-1))
         out = cupy.empty((flat.size,) + self._row_shape, dtype=self._dtype_name)
-        self._run(flat, out.reshape(-1).view(cupy.uint8) if out.size else out,
-                  cupy.cuda.get_current_stream().ptr, lambda p: int(flat[p]))
+        view = out.reshape(-1).view(cupy.uint8) if out.size else out
+        self._run(flat, view, cupy.cuda.get_current_stream().ptr, lambda p: int(flat[p]))
+        if self._swap and out.size:
+            u = view.reshape(-1, _swap_unit(self._dtype_name))
+            u[...] = u[:, ::-1].copy()
         return out.reshape(idx.shape + self._row_shape)
 
 
@@ -264,7 +312,7 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
     path = os.fspath(path)
     if not os.path.exists(path):
         raise FileNotFoundError(2, "No such file or directory", path)
-    name = _dtype_name(dtype)
+    name, _ = _dtype_name(dtype)
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
         raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
     shape = _resolve_shape(path, name, shape, int(offset))

@@ -1,0 +1,251 @@
+"""Arrays shared by threads, interrupted by Ctrl-C, read with unusual indices
+and byte orders: every call gets its own rows and its own errors, or a clear
+exception; nothing returns wrong data.
+
+Each test here failed on the package before per-call error state, the call
+gate (close and clear_cache wait for calls in flight) and interruptible
+waits (issue 17, items 1-6 and 9)."""
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+
+import numpy as np
+import pytest
+
+import warpstore
+from conftest import write
+
+ROWS, DIM = 4096, 64
+ROUNDS = int(os.environ.get("WARPSTORE_STRESS_ROUNDS", "150"))
+
+
+@pytest.fixture
+def F(tmp_path):
+    """The issue's F: a 4096x64 float32 file whose rows all differ."""
+    data = np.arange(ROWS * DIM, dtype=np.float32).reshape(ROWS, DIM)
+    return write(tmp_path / "F.f32", data), data
+
+
+def run_threads(*targets):
+    """Runs each target in its own thread; re-raises the first failure."""
+    failures = []
+
+    def wrap(fn):
+        def body():
+            try:
+                fn()
+            except BaseException as e:  # noqa: BLE001 (reported below)
+                failures.append(e)
+        return body
+
+    threads = [threading.Thread(target=wrap(t)) for t in targets]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+        assert not t.is_alive(), "a thread hung"
+    if failures:
+        raise failures[0]
+
+
+def test_errors_belong_to_the_call_that_made_them(F):
+    path, data = F
+    rng = np.random.default_rng(1)
+    with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1) as a:
+        def bad():
+            for _ in range(ROUNDS):
+                idx = rng.integers(0, ROWS, 3000)
+                idx[1500] = ROWS  # one index out of range
+                with pytest.raises(IndexError, match=rf"index {ROWS} \(at position 1500\)"):
+                    a[idx]
+
+        def good():
+            local = np.random.default_rng(2)
+            for _ in range(ROUNDS):
+                idx = local.integers(0, ROWS, 3000)
+                np.testing.assert_array_equal(a[idx], data[idx])
+
+        run_threads(bad, good, good)
+
+
+def test_clear_cache_during_gathers_returns_right_rows(F):
+    path, data = F
+    stop = threading.Event()
+    with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1) as a:
+        def clearer():
+            while not stop.is_set():
+                a.clear_cache()
+
+        def reader(seed):
+            def body():
+                local = np.random.default_rng(seed)
+                try:
+                    for _ in range(ROUNDS):
+                        idx = local.integers(0, ROWS, 3000)
+                        np.testing.assert_array_equal(a[idx], data[idx])
+                finally:
+                    stop.set()
+            return body
+
+        run_threads(clearer, reader(3), reader(4))
+
+
+def test_close_waits_for_gathers_in_flight(F):
+    path, data = F
+    for trial in range(20):
+        a = warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1)
+        started = threading.Barrier(3)
+        outcomes = []
+
+        def reader(seed):
+            def body():
+                local = np.random.default_rng(seed)
+                started.wait()
+                while True:
+                    idx = local.integers(0, ROWS, 2000)
+                    try:
+                        rows = a[idx]
+                    except ValueError as e:
+                        assert "closed" in str(e)
+                        outcomes.append("closed")
+                        return
+                    np.testing.assert_array_equal(rows, data[idx])
+            return body
+
+        def closer():
+            started.wait()
+            time.sleep(0.002 * trial)
+            a.close()
+            assert a.closed
+
+        run_threads(reader(10 + trial), reader(50 + trial), closer)
+        assert outcomes == ["closed", "closed"]
+        with pytest.raises(ValueError, match="closed"):
+            a[[0]]
+
+
+def test_torch_uint64_indices_do_not_wrap(F):
+    torch = pytest.importorskip("torch")
+    path, data = F
+    with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1) as a:
+        with pytest.raises(IndexError, match=r"index 18446744073709551615 \(at position 1\)"):
+            a[torch.tensor([3, 2**64 - 1], dtype=torch.uint64)]
+        with pytest.raises(IndexError, match=r"index 9223372036854775808 \(at position 0\)"):
+            a[torch.tensor([2**63], dtype=torch.uint64)]
+        with pytest.raises(IndexError, match=r"index 4096 \(at position 0\)"):
+            a[torch.tensor([ROWS], dtype=torch.uint64)]
+        idx = torch.tensor([0, 7, ROWS - 1], dtype=torch.uint64)
+        np.testing.assert_array_equal(a[idx].numpy(), data[[0, 7, ROWS - 1]])
+
+
+def test_python_ints_past_int64_are_index_errors(F):
+    path, _ = F
+    with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1) as a:
+        for k in (2**63, 2**64, -(2**63) - 1, ROWS, -ROWS - 1):
+            with pytest.raises(IndexError, match="out of range"):
+                a[k]
+        with pytest.raises(IndexError, match="out of range"):
+            a[np.array([2**64 - 1], dtype=np.uint64)]
+
+
+@pytest.mark.parametrize("dtype", [">f4", ">i8", ">u2", ">f8", ">c8", "<f4"])
+def test_byte_order_is_honoured(tmp_path, dtype):
+    rng = np.random.default_rng(5)
+    ref = (rng.standard_normal(4096) * 1000).astype(dtype) if dtype[1] in "fc" else \
+        rng.integers(0, 60000, 4096).astype(dtype)
+    path = write(tmp_path / "be.bin", ref)
+    idx = rng.integers(0, 4096, 1000)
+    with warpstore.open(path, dtype, cache="1MiB", threads=1) as a:
+        got = a[idx]
+        assert got.dtype.isnative
+        np.testing.assert_array_equal(got, ref[idx])
+        np.testing.assert_array_equal(a[5], ref[5])
+    with warpstore.open(path, dtype, (-1, 16), cache="1MiB", threads=1) as a:
+        rows = idx % 256
+        np.testing.assert_array_equal(a[rows], ref.reshape(-1, 16)[rows])
+
+
+def test_byte_order_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    ref = np.arange(2048, dtype=">f4")
+    path = write(tmp_path / "be.bin", ref)
+    with warpstore.open(path, ">f4", (-1, 8), cache="1MiB", threads=1) as a:
+        got = a[torch.tensor([0, 5, 255])]
+        np.testing.assert_array_equal(got.numpy(), ref.reshape(-1, 8)[[0, 5, 255]])
+
+
+def test_read_only_and_memmapped_indices(F, tmp_path):
+    path, data = F
+    idx = np.array([5, 1, 4095, 0])
+    idx.setflags(write=False)
+    np.save(tmp_path / "idx.npy", idx)
+    mm = np.load(tmp_path / "idx.npy", mmap_mode="r")
+    with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1) as a:
+        np.testing.assert_array_equal(a[idx], data[idx])
+        np.testing.assert_array_equal(a[mm], data[idx])
+        np.testing.assert_array_equal(a[np.array([3, 2], dtype=">i8")], data[[3, 2]])
+        assert a[[]].shape == (0, DIM)
+
+
+def test_meta_tensor_indices_are_refused(F):
+    torch = pytest.importorskip("torch")
+    path, _ = F
+    with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1) as a:
+        with pytest.raises(ValueError, match="meta"):
+            a[torch.empty(3, dtype=torch.int64, device="meta")]
+
+
+INTERRUPTED = textwrap.dedent("""
+    import sys, time
+    import numpy as np
+    import warpstore
+    path, n = sys.argv[1], int(sys.argv[2])
+    a = warpstore.open(path, "float32", cache="1MiB", threads=1, direct="off")
+    # Random elements of a file 64x the cache: nearly every read misses, and
+    # one gather takes far longer than the interrupt may.
+    idx = np.random.default_rng(0).integers(0, n, 8_000_000)
+    print("ready", flush=True)
+    try:
+        while True:
+            a[idx]
+    except KeyboardInterrupt:
+        caught = time.clock_gettime(time.CLOCK_MONOTONIC)
+    # The array is still usable, and right.
+    ref = np.fromfile(path, dtype=np.float32)
+    np.testing.assert_array_equal(a[[1, n - 1, 7]], ref[[1, n - 1, 7]])
+    print(f"caught {caught:.6f}", flush=True)
+""")
+
+
+def interrupt_latency(path, n, delay):
+    """Seconds from SIGINT to KeyboardInterrupt in a process gathering from `path`."""
+    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED, path, str(n)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout.readline().strip() == "ready"
+        time.sleep(delay)
+        sent = time.clock_gettime(time.CLOCK_MONOTONIC)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    assert child.returncode == 0, err
+    caught = float(out.split("caught ")[1])
+    return caught - sent
+
+
+@pytest.fixture
+def big(tmp_path):
+    n = 16 << 20  # 64 MiB of float32
+    data = np.random.default_rng(9).standard_normal(n).astype(np.float32)
+    return write(tmp_path / "big.f32", data), n
+
+
+def test_ctrl_c_interrupts_a_long_gather(big):
+    path, n = big
+    worst = max(interrupt_latency(path, n, delay) for delay in (0.5, 1.3))
+    assert worst < 1.0, f"KeyboardInterrupt came {worst:.2f} s after SIGINT"
