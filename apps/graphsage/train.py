@@ -78,7 +78,7 @@ def generate(args, path):
     return y, torch.stack([src, dst]), train, test
 
 
-def run(source_name, features, y, edge_index, train, test, args, device):
+def run(source_name, features, y, edge_index, train, test, args, device, reference):
     torch.manual_seed(args.seed)
     fs, gs = WarpstoreFeatureStore(device=device), InMemoryGraphStore()
     fs.put_tensor(features, group_name=None, attr_name="x", index=None)
@@ -119,14 +119,51 @@ def run(source_name, features, y, edge_index, train, test, args, device):
     test_loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=test,
                                  batch_size=args.batch_size, neighbor_sampler=sampler)
     correct = 0
+    bad_rows = checked = 0
     with torch.no_grad():
         for batch in test_loader:
             out = model(batch.x, batch.edge_index.to(device))[: batch.batch_size]
             correct += int((out.argmax(-1).cpu() == batch.y[: batch.batch_size].cpu()).sum())
+            # Every row the source fetched, against the file's bytes.
+            want = torch.from_numpy(reference[batch.n_id.cpu().numpy()])
+            bad_rows += int((batch.x.cpu() != want).any(dim=1).sum())
+            checked += batch.n_id.numel()
     acc = correct / test.numel()
     stats = features.stats() if hasattr(features, "stats") else None
     fs.close()
-    return acc, epochs, stats
+    print(f"  [{source_name}] checked {checked} fetched rows against the file: {bad_rows} wrong",
+          flush=True)
+    return acc, epochs, stats, bad_rows
+
+
+def write_json(args, report, cache):
+    """Rows name.vs_gpu and name.vs_memmap: the other source's last epoch
+    over warpstore's (above 1: warpstore faster), and warpstore's epoch."""
+    import json
+
+    if "warpstore" not in report:
+        return
+    acc, epochs, bad = report["warpstore"]
+    ws = epochs[-1][0]
+    params = {"nodes": args.nodes, "dim": args.dim, "batches": args.batches,
+              "batch_size": args.batch_size, "fanout": args.fanout, "cache_bytes": cache,
+              "threads": args.threads or warpstore.settings.threads(), "direct": args.direct, "controller": args.controller,
+              "warpstore_fetch_share": round(epochs[-1][1], 4), "warpstore_accuracy": round(acc, 4),
+              "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
+              "torch_threads": torch.get_num_threads()}
+    rows = [{"name": f"{args.name}.epoch_s", "value": round(ws, 4), "unit": "s",
+             "verified": True, "mismatches": bad, "params": params}]
+    for other, label in (("gpu", "features in GPU memory"), ("memmap", "np.memmap rows copied to the GPU")):
+        if other in report:
+            o_acc, o_epochs, o_bad = report[other]
+            rows.append({"name": f"{args.name}.vs_{other}", "value": round(ws, 4), "unit": "s",
+                         "ceiling": round(o_epochs[-1][0], 4), "ceiling_name": label,
+                         "ratio": round(o_epochs[-1][0] / ws, 4), "verified": True,
+                         "mismatches": bad + o_bad,
+                         "params": dict(params, other_accuracy=round(o_acc, 4),
+                                        other_fetch_share=round(o_epochs[-1][1], 4))})
+    with open(args.json, "w") as f:
+        json.dump(rows, f, indent=1)
 
 
 def main(argv=None):
@@ -140,7 +177,8 @@ def main(argv=None):
     p.add_argument("--signal", type=float, default=0.35, help="centroid scale against unit noise")
     p.add_argument("--cache-fraction", type=int, default=8, help="cache = features / N (N >= 4)")
     p.add_argument("--controller", default="host", choices=["host", "memory"])
-    p.add_argument("--threads", type=int, default=8)
+    p.add_argument("--threads", type=int, default=None,
+                   help="host controller service threads (default: the library's)")
     p.add_argument("--direct", default="off", choices=["auto", "on", "off"],
                    help="host controller I/O; off reads through the page cache, as memmap does")
     p.add_argument("--epochs", type=int, default=2)
@@ -154,6 +192,8 @@ def main(argv=None):
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dir", default="/tmp")
     p.add_argument("--reuse", action="store_true", help="keep a feature file of the right size")
+    p.add_argument("--json", help="write the comparisons (last epoch) as rows of RESULTS.md here")
+    p.add_argument("--name", default="graphsage.host", help="prefix of the rows' names")
     p.add_argument("--sources", default="warpstore,gpu,memmap",
                    help="feature sources to train with: warpstore, gpu (all in GPU memory), memmap")
     args = p.parse_args(argv)
@@ -173,6 +213,7 @@ def main(argv=None):
     print(f"training: {args.epochs} epochs of {args.batches or 'all'} batches of {args.batch_size} "
           f"seeds, fanout {args.fanout}, seed {args.seed}", flush=True)
     shape = (args.nodes, args.dim)
+    reference = np.memmap(path, dtype=np.float32, mode="r", shape=shape)
     report = {}
     for source in args.sources.split(","):
         if source == "warpstore":
@@ -184,14 +225,17 @@ def main(argv=None):
             feats = MemmapRows(path, shape, device)
         else:
             p.error(f"unknown source {source}")
-        acc, epochs, stats = run(source, feats, y, edge_index, train, test, args, device)
-        report[source] = (acc, epochs)
+        acc, epochs, stats, bad = run(source, feats, y, edge_index, train, test, args, device,
+                                      reference)
+        report[source] = (acc, epochs, bad)
         extra = (f", cache hit rate {100 * stats['hit_rate']:.1f} %" if stats else "")
         print(f"{source}: test accuracy {acc:.4f}{extra}", flush=True)
         del feats
     print("\nsource     test acc  epoch s (last)  fetch share (last)")
-    for source, (acc, epochs) in report.items():
+    for source, (acc, epochs, _) in report.items():
         print(f"{source:<10} {acc:.4f}    {epochs[-1][0]:<14.2f}  {100 * epochs[-1][1]:.1f} %")
+    if args.json:
+        write_json(args, report, cache)
     if "warpstore" in report and "gpu" in report:
         diff = abs(report["warpstore"][0] - report["gpu"][0])
         print(f"accuracy difference warpstore vs GPU memory: {diff:.4f} "

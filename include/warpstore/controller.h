@@ -98,11 +98,33 @@ class controller {
   // writes back its dirty pinned pages and fdatasyncs). Host controller:
   // nothing, FLUSH already was an fdatasync. Raises on failure.
   virtual void make_durable() {}
+  // Announces work: kernels over this controller's arrays are about to run
+  // (begin) or have ended (end); calls nest and may come from any thread.
+  // Between them the host controller's service threads poll at full speed;
+  // with none open they sleep soon after the last command, and an
+  // unannounced command then waits up to a couple of milliseconds for a
+  // thread to wake. The Python gathers announce themselves; C++ code that
+  // launches its own kernels may hold an activity_scope around them.
+  virtual void begin_activity() {}
+  virtual void end_activity() {}
   const backing_file& file() const { return *file_; }
 
  protected:
   explicit controller(std::shared_ptr<backing_file> file) : file_(std::move(file)) {}
   std::shared_ptr<backing_file> file_;
+};
+
+// Holds a controller awake for the scope's lifetime (begin_activity /
+// end_activity).
+class activity_scope {
+ public:
+  explicit activity_scope(controller& c) : c_(c) { c_.begin_activity(); }
+  ~activity_scope() { c_.end_activity(); }
+  activity_scope(const activity_scope&) = delete;
+  activity_scope& operator=(const activity_scope&) = delete;
+
+ private:
+  controller& c_;
 };
 
 // Opens the controller `opts.controller` over `path`.

@@ -51,6 +51,9 @@ std::uint64_t erased_array::gather(const void* idx, std::uint32_t index_bytes, s
   if (index_bytes != 4 && index_bytes != 8)
     throw std::invalid_argument("indices must be 32- or 64-bit integers");
   if (n == 0) return no_bad_position;
+  // The service threads poll at full speed while the call runs, and sleep
+  // soon after it.
+  const activity_scope busy(*base_->shared_controller());
   const call_slot slot = take_slot();
   call_record rec{};
   try {

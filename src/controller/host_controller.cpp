@@ -52,10 +52,17 @@ constexpr unsigned idle_spin_rounds = 4096;
 // With reads in flight and nothing else to do, sleep in the kernel this long
 // at most so new doorbells are still seen quickly.
 constexpr long long inflight_wait_ns = 10'000;
-// After this long without any work, nap between polls so an idle array does
-// not burn a core forever; steady workloads never get here.
-constexpr std::uint64_t idle_nap_after_ns = 100'000'000;
-constexpr auto idle_nap = std::chrono::microseconds(20);
+// After this long without any work, idle threads sleep (worker::idle): long
+// while a caller announced activity (a kernel may still submit), briefly
+// otherwise, so a library nobody uses gives its cores back to the process.
+constexpr std::uint64_t idle_sleep_after_active_ns = 100'000'000;
+constexpr std::uint64_t idle_sleep_after_ns = 1'000'000;
+// The watching thread (worker 0) sleeps this long at first, doubling up to
+// the longest: how late an unannounced command after a long idle is seen.
+constexpr std::uint64_t watch_nap_first_ns = 50'000;
+constexpr std::uint64_t watch_nap_longest_ns = 2'000'000;
+// Other sleeping threads wake this often even unasked (a safety net only).
+constexpr auto sleeper_timeout = std::chrono::milliseconds(200);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -197,6 +204,7 @@ class host_controller::worker {
 
   struct queue_ctx {
     queue_pair_ref ref{};
+    std::uint32_t index = 0;         // in the controller's queue_pairs
     std::uint32_t mask = 0;          // depth - 1
     std::uint32_t sq_head = 0;       // next SQ index to fetch
     std::uint32_t cq_tail = 0;       // next CQ index to post
@@ -226,7 +234,9 @@ class host_controller::worker {
   bool collect_writes();
   bool post();
   void idle(unsigned& idle_rounds, std::uint64_t& idle_since);
+  void sleep();
   void loop();
+  std::uint64_t watch_nap_ns_ = 0;  // worker 0's current nap (0: awake)
   void drain() noexcept;
 
   void start(queue_ctx& q, command_ctx& c);
@@ -316,6 +326,7 @@ host_controller::worker::worker(host_controller& owner, std::uint32_t id,
   for (std::size_t i = 0; i < queue_ids.size(); ++i) {
     queue_ctx& q = queues_[i];
     q.ref = owner.queues_.view(queue_ids[i]);
+    q.index = queue_ids[i];
     q.mask = depth - 1;
     q.read_base = gpu_pull_ ? q.ref.staging : own_staging_.get() + i * queue_bytes;
     q.contexts.resize(depth);
@@ -401,6 +412,10 @@ void host_controller::worker::loop() {
     flush_counters();
     if (progress) {
       idle_rounds = 0;
+      watch_nap_ns_ = 0;
+      // The watcher found work while others sleep: they may own its queue.
+      if (id_ == 0 && owner_.sleepers_.load(std::memory_order_relaxed) != 0)
+        owner_.wake_sleepers();
       continue;
     }
     idle(idle_rounds, idle_since);
@@ -425,11 +440,50 @@ void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_si
   }
   if (idle_rounds < idle_spin_rounds) {
     cpu_relax();
-  } else if (steady_ns() - idle_since < idle_nap_after_ns) {
-    std::this_thread::yield();
-  } else {
-    std::this_thread::sleep_for(idle_nap);
+    return;
   }
+  // The watcher, awake but idle, still looks after sleeping owners' queues.
+  if (id_ == 0 && idle_rounds % 64 == 0 && owner_.sleepers_.load(std::memory_order_relaxed) != 0 &&
+      owner_.parked_doorbell_moved())
+    owner_.wake_sleepers();
+  const bool announced = owner_.active_.load(std::memory_order_relaxed) != 0;
+  const std::uint64_t quiet = steady_ns() - idle_since;
+  if (quiet < (announced ? idle_sleep_after_active_ns : idle_sleep_after_ns)) {
+    std::this_thread::yield();
+    return;
+  }
+  sleep();
+}
+
+// Nothing in flight and nothing new for a while: block. Worker 0 keeps
+// watching the doorbells of every queue whose owner sleeps, between naps
+// that double up to watch_nap_longest_ns, and wakes the rest when one moved;
+// begin_activity() and stop wake everyone at once.
+void host_controller::worker::sleep() {
+  std::unique_lock<std::mutex> lock(owner_.sleep_mutex_);
+  if (owner_.stop_.load(std::memory_order_relaxed)) return;
+  const std::uint64_t epoch = owner_.wake_epoch_;
+  auto woken = [&] {
+    return owner_.wake_epoch_ != epoch || owner_.stop_.load(std::memory_order_relaxed);
+  };
+  owner_.sleepers_.fetch_add(1, std::memory_order_relaxed);
+  if (id_ == 0) {
+    watch_nap_ns_ = watch_nap_ns_ == 0 ? watch_nap_first_ns
+                                       : std::min(2 * watch_nap_ns_, watch_nap_longest_ns);
+    owner_.sleep_cv_.wait_for(lock, std::chrono::nanoseconds(watch_nap_ns_), woken);
+    owner_.sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    lock.unlock();
+    if (owner_.parked_doorbell_moved()) owner_.wake_sleepers();
+    return;
+  }
+  // Idle means every owned SQ was fetched up to its doorbell: the watcher
+  // compares the doorbells with these.
+  for (const queue_ctx& q : queues_)
+    owner_.parked_tail_[q.index].store(q.sq_head, std::memory_order_relaxed);
+  owner_.sleep_cv_.wait_for(lock, sleeper_timeout, woken);
+  for (const queue_ctx& q : queues_)
+    owner_.parked_tail_[q.index].store(not_parked, std::memory_order_relaxed);
+  owner_.sleepers_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 // Copies every new SQE of every owned queue and starts it.
@@ -1126,6 +1180,9 @@ host_controller::host_controller(std::shared_ptr<backing_file> file, const optio
     }
   }
 
+  parked_tail_ = std::make_unique<std::atomic<std::uint32_t>[]>(queues_.count());
+  for (std::uint32_t i = 0; i < queues_.count(); ++i) parked_tail_[i].store(not_parked);
+
   // More threads than queues would have nothing to serve.
   const std::uint32_t threads = std::min(opts.service_threads, queues_.count());
   std::vector<std::vector<std::uint32_t>> owned(threads);
@@ -1153,8 +1210,38 @@ host_controller::~host_controller() {
   stop_threads();
 }
 
+void host_controller::begin_activity() {
+  if (active_.fetch_add(1, std::memory_order_relaxed) == 0) wake_sleepers();
+}
+
+void host_controller::end_activity() { active_.fetch_sub(1, std::memory_order_relaxed); }
+
+bool host_controller::parked_doorbell_moved() const {
+  for (std::uint32_t i = 0; i < queues_.count(); ++i) {
+    const std::uint32_t parked = parked_tail_[i].load(std::memory_order_relaxed);
+    if (parked == not_parked) continue;
+    const std::uint32_t tail = detail::system_atomic<std::uint32_t>(*queues_.view(i).sq_tail_doorbell)
+                                   .load(detail::memory_order_relaxed);
+    if (tail != parked) return true;
+  }
+  return false;
+}
+
+void host_controller::wake_sleepers() {
+  {
+    std::lock_guard<std::mutex> lock(sleep_mutex_);
+    ++wake_epoch_;
+  }
+  sleep_cv_.notify_all();
+}
+
 void host_controller::stop_threads() noexcept {
   stop_.store(true, std::memory_order_relaxed);
+  try {
+    wake_sleepers();
+  } catch (...) {
+    // A sleeper wakes by its timeout (at most sleeper_timeout) and sees stop_.
+  }
   for (std::thread& t : threads_)
     if (t.joinable()) t.join();
   // After the workers: their drain waits for the writes they handed over.

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -37,6 +38,8 @@ class host_controller final : public controller {
   // Raises warpstore::runtime_error with the first failure of a service
   // thread (the thread stopped; the queues it served get no more completions).
   void check() const override;
+  void begin_activity() override;
+  void end_activity() override;
 
   // True when every service thread reads into io_uring registered buffers;
   // false when registration failed (RLIMIT_MEMLOCK, memory the kernel cannot
@@ -72,11 +75,27 @@ class host_controller final : public controller {
   void record_failure(const std::string& message) noexcept;
   void record_io_error(const std::string& message) noexcept;
   void stop_threads() noexcept;
+  // Service threads asleep (see worker::idle) wake: new work, or stop.
+  void wake_sleepers();
+  // Whether a sleeping worker's SQ doorbell moved since it went to sleep.
+  bool parked_doorbell_moved() const;
 
   delivery deliver_;
   detail::queue_pairs queues_;
   counters counters_;
   std::atomic<bool> stop_{false};
+  // Idle service threads sleep on sleep_cv_: thread 0 with a short timeout
+  // (it watches the doorbells for unannounced commands), the others until
+  // woken. active_ counts the begin_activity calls not yet ended.
+  std::atomic<std::uint32_t> active_{0};
+  std::atomic<std::uint32_t> sleepers_{0};
+  std::mutex sleep_mutex_;
+  std::condition_variable sleep_cv_;
+  std::uint64_t wake_epoch_ = 0;  // under sleep_mutex_
+  // Per queue pair: the SQ tail its sleeping owner had fetched up to, or
+  // not_parked while the owner is awake.
+  static constexpr std::uint32_t not_parked = ~std::uint32_t{0};
+  std::unique_ptr<std::atomic<std::uint32_t>[]> parked_tail_;
   mutable std::mutex failure_mutex_;
   std::string failure_;
   std::string last_io_error_;

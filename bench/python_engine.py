@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""What an open warpstore array costs the process around it (issue 15).
+
+  engine.idle_cpu          CPU seconds per second the process spends while an
+                           array is open and idle (getrusage over --idle-s,
+                           after one gather woke its threads)
+  engine.torch_op.idle     a multi-threaded torch CPU op (matrix product on
+                           every core) with an idle array open, against the
+                           op alone in the same run (ratio: alone / with)
+  engine.torch_op.busy     the same op right after each of a stream of
+                           gathers (the shape of a training step: fetch, then
+                           CPU work), against op alone after a sleep of the
+                           same length
+  engine.open_arrays_100   100 arrays open at once, one gather on each: the
+                           median gather time against one array's alone
+                           (value: that ratio)
+
+Every gather is checked against NumPy's copy of the file.
+    python bench/python_engine.py --json out.json
+"""
+import argparse
+import json
+import os
+import resource
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+import warpstore
+
+DIM = 128
+
+
+def cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def to_index(idx, device):
+    if device == "cpu":
+        return idx
+    import torch
+    return torch.from_numpy(idx).to(device)
+
+
+def as_numpy(x):
+    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
+
+
+def gather_checked(a, data, idx, device):
+    got = as_numpy(a[to_index(idx, device)])
+    if not np.array_equal(got, data[idx]):
+        raise AssertionError("gather returned wrong rows")
+
+
+def torch_op_seconds(reps=5):
+    import torch
+    x = torch.randn(1024, 1024)
+    torch.mm(x, x)
+    t0 = time.perf_counter()
+    for _ in range(reps):
+        torch.mm(x, x)
+    return (time.perf_counter() - t0) / reps
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--rows", type=int, default=1 << 18, help="rows of 128 float32 in the file")
+    p.add_argument("--idle-s", type=float, default=10.0)
+    p.add_argument("--arrays", type=int, default=100)
+    p.add_argument("--json")
+    args = p.parse_args()
+
+    rows = []
+    data = np.random.default_rng(3).standard_normal((args.rows, DIM)).astype(np.float32)
+    with tempfile.TemporaryDirectory() as d:
+        path = os.path.join(d, "features.f32")
+        data.tofile(path)
+        rng = np.random.default_rng(4)
+        with warpstore.open(path, "float32", (-1, DIM), cache="16MiB") as a:
+            device = a.device
+            threads = warpstore.settings.threads()
+            gather_checked(a, data, rng.integers(0, args.rows, 4096), device)
+            time.sleep(1.0)
+            c0, w0 = cpu_seconds(), time.perf_counter()
+            time.sleep(args.idle_s)
+            idle = (cpu_seconds() - c0) / (time.perf_counter() - w0)
+        print(f"engine.idle_cpu: {idle:.4f} CPU s/s with one idle array ({threads} service "
+              f"threads, {device})")
+        rows.append({"name": "engine.idle_cpu", "value": round(idle, 5), "unit": "CPU s/s",
+                     "verified": True, "mismatches": 0,
+                     "params": {"seconds": args.idle_s, "service_threads": threads,
+                                "target": device, "measured": "getrusage(RUSAGE_SELF), the "
+                                "whole process, after one verified gather and 1 s of rest"}})
+
+        try:
+            import torch  # noqa: F401
+            have_torch = True
+        except ImportError:
+            have_torch = False
+        if have_torch:
+            alone = statistics.median(torch_op_seconds() for _ in range(5))
+            with warpstore.open(path, "float32", (-1, DIM), cache="16MiB") as a:
+                gather_checked(a, data, rng.integers(0, args.rows, 4096), device)
+                time.sleep(0.5)
+                idle_op = statistics.median(torch_op_seconds() for _ in range(5))
+                busy, rest = [], []
+                for _ in range(10):
+                    idx = rng.integers(0, args.rows, 65536)
+                    t0 = time.perf_counter()
+                    gather_checked(a, data, idx, device)
+                    g = time.perf_counter() - t0
+                    busy.append(torch_op_seconds(1))
+                    time.sleep(g)
+                    rest.append(torch_op_seconds(1))
+            nthreads = __import__("torch").get_num_threads()
+            print(f"torch mm 1024^2 on {nthreads} threads: alone {alone * 1e3:.2f} ms, array "
+                  f"idle {idle_op * 1e3:.2f} ms ({alone / idle_op:.2f}), right after a gather "
+                  f"{statistics.median(busy) * 1e3:.2f} ms against {statistics.median(rest) * 1e3:.2f}"
+                  f" ms after a sleep ({statistics.median(rest) / statistics.median(busy):.2f})")
+            rows.append({"name": "engine.torch_op.idle", "value": round(idle_op * 1e3, 3),
+                         "unit": "ms", "ceiling": round(alone * 1e3, 3),
+                         "ceiling_name": "the same torch.mm with no array open",
+                         "ratio": round(alone / idle_op, 3), "verified": True, "mismatches": 0,
+                         "params": {"torch_threads": nthreads, "op": "torch.mm 1024x1024 float32"}})
+            rows.append({"name": "engine.torch_op.busy",
+                         "value": round(statistics.median(busy) * 1e3, 3), "unit": "ms",
+                         "ceiling": round(statistics.median(rest) * 1e3, 3),
+                         "ceiling_name": "the same op after a sleep as long as the gather",
+                         "ratio": round(statistics.median(rest) / statistics.median(busy), 3),
+                         "verified": True, "mismatches": 0,
+                         "params": {"torch_threads": nthreads, "gather_rows": 65536}})
+
+        # 100 arrays open at once.
+        idx = rng.integers(0, args.rows, 4096)
+        with warpstore.open(path, "float32", (-1, DIM), cache="4MiB") as a:
+            gather_checked(a, data, idx, device)
+            one = []
+            for _ in range(9):
+                t0 = time.perf_counter()
+                gather_checked(a, data, idx, device)
+                one.append(time.perf_counter() - t0)
+        arrays = []
+        try:
+            t_open = time.perf_counter()
+            for _ in range(args.arrays):
+                arrays.append(warpstore.open(path, "float32", (-1, DIM), cache="4MiB"))
+            t_open = time.perf_counter() - t_open
+            for a in arrays:
+                gather_checked(a, data, idx, device)  # cold: fills each cache
+            many = []
+            for a in arrays:
+                t0 = time.perf_counter()
+                gather_checked(a, data, idx, device)
+                many.append(time.perf_counter() - t0)
+        finally:
+            for a in arrays:
+                a.close()
+        ratio = statistics.median(many) / statistics.median(one)
+        print(f"engine.open_arrays_{args.arrays}: gather {statistics.median(many) * 1e3:.2f} ms "
+              f"with {args.arrays} open against {statistics.median(one) * 1e3:.2f} ms with one "
+              f"({ratio:.2f}); opening them took {t_open:.1f} s")
+        rows.append({"name": f"engine.open_arrays_{args.arrays}", "value": round(ratio, 3),
+                     "unit": "x", "ceiling": round(statistics.median(one) * 1e3, 3),
+                     "ceiling_name": "median gather time (ms) with one array open",
+                     "ratio": round(ratio, 3), "verified": True, "mismatches": 0,
+                     "params": {"gather_ms": round(statistics.median(many) * 1e3, 3),
+                                "rows": 4096, "open_seconds": round(t_open, 2),
+                                "target": device}})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Issues 17 and 15 on the GPU machine in one command, from the checkout:
+#
+#   source .deps/unpack-deps.sh; scripts/gpu-engine.sh [all|tests|stress|bench]
+#
+# tests: builds the Python extension (both targets) and the GPU test suite
+#        into build-gpu, runs the GPU suite (ctest label gpu) and pytest with
+#        the CUDA backend (the concurrency, interrupt and idle-engine tests
+#        among them).
+# stress: the Python stress and interrupt study (bench/python_stress.py) on
+#        both backends (about 7 minutes);
+# bench: the engine's cost to the process
+#        (bench/python_engine.py), GraphSAGE with the library's defaults
+#        (apps/graphsage/train.py). Rows go to $OUT/*.json; logs to $OUT.
+# Every step has a timeout; a failed step is logged and the next one runs.
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+what=${1:-all}
+out=${OUT:-$root/gpu-engine-out}
+mkdir -p "$out"
+build=${BUILD_DIR:-$root/build-gpu}
+py=${PYTHON:-python3}
+status=0
+start=$SECONDS
+log() { echo "[gpu-engine $((SECONDS - start)) s] $*" | tee -a "$out/gpu-engine.log" >&2; }
+# step NAME LIMIT_S CMD...: runs CMD, logs to $out/NAME.log, shows its tail.
+step() {
+  local name=$1 limit=$2
+  shift 2
+  log "$name: up to $limit s"
+  timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  [ $rc = 0 ] || { status=1; log "$name: FAILED (exit $rc$([ $rc = 124 ] && echo ', timed out'))"; }
+  tail -15 "$out/$name.log" >&2
+  return $rc
+}
+
+{
+  nvidia-smi -L; nproc; free -g | head -2
+  git -C "$root" rev-parse HEAD 2>/dev/null
+  "$py" -c "import torch; print('torch', torch.__version__, torch.get_num_threads(), 'threads')"
+} >"$out/machine.log" 2>&1
+
+gpu_tests=(gpu_array_read_test gpu_array_write_test gpu_queue_test gpu_checkpoint_test gpu_log_test)
+step configure 90 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE="$(command -v "$py")" &&
+  step build 400 cmake --build "$build" -j "$(nproc)" --target warpstore_python "${gpu_tests[@]}" ||
+  { log "build failed: nothing else can run"; exit 1; }
+export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
+
+if [ "$what" = all ] || [ "$what" = tests ]; then
+  for t in "${gpu_tests[@]}"; do
+    bin=$(find "$build/tests" -name "$t" -type f | head -1)
+    step "$t" 150 "$bin"
+  done
+  step pytest 240 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests"
+fi
+
+if [ "$what" = all ] || [ "$what" = stress ]; then
+  step stress-cpu 200 env WARPSTORE_BACKEND=cpu "$py" "$root/bench/python_stress.py" \
+    --ops "${STRESS_OPS:-1000000}" --seconds 90 --threads 12 --interrupts 20 --json "$out/stress-cpu.json"
+  step stress-cuda 200 "$py" "$root/bench/python_stress.py" --ops "${STRESS_OPS_CUDA:-1000000}" --seconds 90 \
+    --threads 8 --interrupts 20 --json "$out/stress-cuda.json"
+fi
+
+if [ "$what" = all ] || [ "$what" = bench ]; then
+  step engine 120 "$py" "$root/bench/python_engine.py" --json "$out/engine.json"
+  # 2 M nodes x 128 float32 (1 GiB, page cache), cache 1/8 of it; the
+  # library's defaults and the machine's (no OMP_NUM_THREADS), as a user runs it.
+  step graphsage 200 "$py" "$root/apps/graphsage/train.py" --nodes 2000000 --dim 128 \
+    --epochs 2 --batches 30 --test-nodes 10000 --dir /tmp --json "$out/graphsage.json"
+  rm -f /tmp/graphsage-2000000x128.f32
+fi
+log "done, status $status"
+exit $status
