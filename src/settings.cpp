@@ -139,12 +139,22 @@ options options::from_environment() {
     o.line_size = static_cast<std::uint32_t>(
         line_size_limits.checked(v, parse_size_var("WARPSTORE_LINE_SIZE", v)));
   if (const char* v = env("WARPSTORE_CACHE_WAYS")) o.ways = uint32(ways_limits, v);
-  if (const char* v = env("WARPSTORE_CONTROLLER")) o.controller = parse_controller(v);
+  // Words: the parser's message, after the variable's name.
+  auto word = [](const char* name, const char* v, auto parse) {
+    try {
+      return parse(v);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(std::string(name) + ": " + e.what());
+    }
+  };
+  if (const char* v = env("WARPSTORE_CONTROLLER"))
+    o.controller = word("WARPSTORE_CONTROLLER", v, parse_controller);
   if (const char* v = env("WARPSTORE_THREADS")) o.service_threads = uint32(threads_limits, v);
   if (const char* v = env("WARPSTORE_QUEUES")) o.queue_pairs = uint32(queues_limits, v);
   if (const char* v = env("WARPSTORE_QUEUE_DEPTH")) o.queue_depth = uint32(depth_limits, v);
-  if (const char* v = env("WARPSTORE_DIRECT")) o.direct = parse_direct(v);
-  if (const char* v = env("WARPSTORE_DELIVERY")) o.deliver = parse_delivery(v);
+  if (const char* v = env("WARPSTORE_DIRECT")) o.direct = word("WARPSTORE_DIRECT", v, parse_direct);
+  if (const char* v = env("WARPSTORE_DELIVERY"))
+    o.deliver = word("WARPSTORE_DELIVERY", v, parse_delivery);
   if (const char* v = env("WARPSTORE_URING_DEPTH")) o.uring_depth = uint32(uring_limits, v);
   if (const char* v = env("WARPSTORE_COMBINE_WRITES"))
     o.combine_writes = parse_switch("WARPSTORE_COMBINE_WRITES", v);

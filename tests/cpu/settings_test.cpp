@@ -157,6 +157,12 @@ TEST(SettingsRange, EachVariableIsCheckedAgainstItsRange) {
     EXPECT_TRUE(contains(m, name)) << m;
     EXPECT_TRUE(contains(m, "lots")) << m;
   }
+  for (const char* name : {"WARPSTORE_CONTROLLER", "WARPSTORE_DIRECT", "WARPSTORE_DELIVERY"}) {
+    scoped_env e(name, "sideways");
+    const std::string m = environment_error();
+    EXPECT_TRUE(contains(m, name)) << m;
+    EXPECT_TRUE(contains(m, "sideways")) << m;
+  }
   scoped_env e("WARPSTORE_THREADS", "+3");
   EXPECT_FALSE(environment_error().empty());
 }
