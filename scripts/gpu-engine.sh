@@ -57,10 +57,18 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
 fi
 
 if [ "$what" = all ] || [ "$what" = stress ]; then
-  step stress-cpu 200 env WARPSTORE_BACKEND=cpu "$py" "$root/bench/python_stress.py" \
-    --ops "${STRESS_OPS:-1000000}" --seconds 90 --threads 12 --interrupts 20 --json "$out/stress-cpu.json"
-  step stress-cuda 200 "$py" "$root/bench/python_stress.py" --ops "${STRESS_OPS_CUDA:-1000000}" --seconds 90 \
-    --threads 8 --interrupts 20 --json "$out/stress-cuda.json"
+  # Three stress processes at once (CPU target over the host and memory
+  # controllers, CUDA target over the host controller), 100 s each, then 20
+  # interrupts each; the operations add up to concurrency.python.stress.
+  run_stress() {  # NAME BACKEND CONTROLLER
+    step "stress-$1" 300 env WARPSTORE_BACKEND="$2" "$py" "$root/bench/python_stress.py" \
+      --ops "${STRESS_OPS:-3000000}" --seconds "${STRESS_S:-100}" --threads 8 --controller "$3" \
+      --interrupts 20 --json "$out/stress-$1.json"
+  }
+  run_stress cpu-host cpu host & p1=$!
+  run_stress cpu-memory cpu memory & p2=$!
+  run_stress cuda-host cuda host & p3=$!
+  for p in $p1 $p2 $p3; do wait $p || status=1; done
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then

@@ -60,6 +60,7 @@ class array_base {
  protected:
   template <class T>
   array_ref<T> make_ref() const {
+    controller_->wake();  // a kernel over the ref is probably coming
     array_ref<T> r{};
     r.cache = cache_->ref();
     r.io = controller_->device_ref();

@@ -107,6 +107,10 @@ class controller {
   // launches its own kernels may hold an activity_scope around them.
   virtual void begin_activity() {}
   virtual void end_activity() {}
+  // Wakes sleeping service threads without holding them awake: a kernel is
+  // probably coming (array::ref() calls it). They fall asleep again after a
+  // short quiet if nothing arrives.
+  virtual void wake() {}
   const backing_file& file() const { return *file_; }
 
  protected:

@@ -39,6 +39,10 @@ options make_options(std::uint64_t cache_bytes, std::uint32_t line_size,
   o.controller = parse_controller(controller);
   o.direct = parse_direct(direct);
   o.service_threads = threads;
+  if (timeout_ms == 0 || timeout_ms > ~std::uint64_t{0} / 1'000'000ull)
+    throw std::invalid_argument("deadline of " + std::to_string(timeout_ms) +
+                                " ms is out of range: it must be from 1 ms to " +
+                                std::to_string(~std::uint64_t{0} / 1'000'000ull) + " ms");
   o.timeout_ns = timeout_ms * 1'000'000ull;
   o.validate();
   return o;

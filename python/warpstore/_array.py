@@ -90,7 +90,7 @@ class Array:
         self._backend = _backend(backend)
         self._impl = self._backend.Array(
             path, self._shape[0], self._row_bytes, _word_bytes(self._row_bytes), offset, cache,
-            line_size, controller, threads, max(1, int(round(deadline * 1000))), direct)
+            line_size, controller, threads, int(round(deadline * 1000)), direct)
 
     # -- what it is ------------------------------------------------------
     @property

@@ -126,7 +126,7 @@ def as_dict():
 def check(s):
     """Raises ValueError naming the first bad setting of the dict `s`."""
     backend().validate_settings(s["cache"], s["line_size"], s["controller"], s["threads"],
-                                max(1, int(round(s["deadline"] * 1000))), s["direct"])
+                                int(round(s["deadline"] * 1000)), s["direct"])
 
 
 def _accessors(name):

@@ -58,9 +58,14 @@ constexpr long long inflight_wait_ns = 10'000;
 constexpr std::uint64_t idle_sleep_after_active_ns = 100'000'000;
 constexpr std::uint64_t idle_sleep_after_ns = 1'000'000;
 // The watching thread (worker 0) sleeps this long at first, doubling up to
-// the longest: how late an unannounced command after a long idle is seen.
+// the longest: how late an unannounced command after a pause is seen. After
+// a long quiet (nobody has used the controller for a second) its naps grow
+// longer still, so idle arrays cost next to nothing; a new array_ref or an
+// announced call wakes every thread at once.
 constexpr std::uint64_t watch_nap_first_ns = 50'000;
 constexpr std::uint64_t watch_nap_longest_ns = 2'000'000;
+constexpr std::uint64_t long_quiet_ns = 1'000'000'000;
+constexpr std::uint64_t watch_nap_long_quiet_ns = 20'000'000;
 // Other sleeping threads wake this often even unasked (a safety net only).
 constexpr auto sleeper_timeout = std::chrono::milliseconds(200);
 
@@ -234,9 +239,10 @@ class host_controller::worker {
   bool collect_writes();
   bool post();
   void idle(unsigned& idle_rounds, std::uint64_t& idle_since);
-  void sleep();
+  bool sleep();
   void loop();
   std::uint64_t watch_nap_ns_ = 0;  // worker 0's current nap (0: awake)
+  std::uint64_t idle_since_ = 0;    // when the current idle stretch began
   void drain() noexcept;
 
   void start(queue_ctx& q, command_ctx& c);
@@ -423,7 +429,7 @@ void host_controller::worker::loop() {
 }
 
 void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_since) {
-  if (idle_rounds == 0) idle_since = steady_ns();
+  if (idle_rounds == 0) idle_since = idle_since_ = steady_ns();
   ++idle_rounds;
   if (inflight_ > 0 || combining_ > 0) {
     // I/O outstanding (ours, or WRITEs at the write thread): wait for a
@@ -452,38 +458,43 @@ void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_si
     std::this_thread::yield();
     return;
   }
-  sleep();
+  // Woken on purpose: poll again for a while before the next sleep.
+  if (sleep()) idle_rounds = 0;
 }
 
 // Nothing in flight and nothing new for a while: block. Worker 0 keeps
 // watching the doorbells of every queue whose owner sleeps, between naps
 // that double up to watch_nap_longest_ns, and wakes the rest when one moved;
-// begin_activity() and stop wake everyone at once.
-void host_controller::worker::sleep() {
+// begin_activity(), wake() and stop wake everyone at once. Returns whether
+// the thread was woken on purpose (not by a timeout).
+bool host_controller::worker::sleep() {
   std::unique_lock<std::mutex> lock(owner_.sleep_mutex_);
-  if (owner_.stop_.load(std::memory_order_relaxed)) return;
+  if (owner_.stop_.load(std::memory_order_relaxed)) return true;
   const std::uint64_t epoch = owner_.wake_epoch_;
   auto woken = [&] {
     return owner_.wake_epoch_ != epoch || owner_.stop_.load(std::memory_order_relaxed);
   };
   owner_.sleepers_.fetch_add(1, std::memory_order_relaxed);
   if (id_ == 0) {
-    watch_nap_ns_ = watch_nap_ns_ == 0 ? watch_nap_first_ns
-                                       : std::min(2 * watch_nap_ns_, watch_nap_longest_ns);
-    owner_.sleep_cv_.wait_for(lock, std::chrono::nanoseconds(watch_nap_ns_), woken);
+    const std::uint64_t longest =
+        steady_ns() - idle_since_ < long_quiet_ns ? watch_nap_longest_ns : watch_nap_long_quiet_ns;
+    watch_nap_ns_ = watch_nap_ns_ == 0 ? watch_nap_first_ns : std::min(2 * watch_nap_ns_, longest);
+    const bool asked = owner_.sleep_cv_.wait_for(lock, std::chrono::nanoseconds(watch_nap_ns_), woken);
+    if (asked) watch_nap_ns_ = 0;  // start the naps short again
     owner_.sleepers_.fetch_sub(1, std::memory_order_relaxed);
     lock.unlock();
     if (owner_.parked_doorbell_moved()) owner_.wake_sleepers();
-    return;
+    return asked;
   }
   // Idle means every owned SQ was fetched up to its doorbell: the watcher
   // compares the doorbells with these.
   for (const queue_ctx& q : queues_)
     owner_.parked_tail_[q.index].store(q.sq_head, std::memory_order_relaxed);
-  owner_.sleep_cv_.wait_for(lock, sleeper_timeout, woken);
+  const bool asked = owner_.sleep_cv_.wait_for(lock, sleeper_timeout, woken);
   for (const queue_ctx& q : queues_)
     owner_.parked_tail_[q.index].store(not_parked, std::memory_order_relaxed);
   owner_.sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  return asked;
 }
 
 // Copies every new SQE of every owned queue and starts it.
@@ -1215,6 +1226,10 @@ void host_controller::begin_activity() {
 }
 
 void host_controller::end_activity() { active_.fetch_sub(1, std::memory_order_relaxed); }
+
+void host_controller::wake() {
+  if (sleepers_.load(std::memory_order_relaxed) != 0) wake_sleepers();
+}
 
 bool host_controller::parked_doorbell_moved() const {
   for (std::uint32_t i = 0; i < queues_.count(); ++i) {

@@ -40,6 +40,7 @@ class host_controller final : public controller {
   void check() const override;
   void begin_activity() override;
   void end_activity() override;
+  void wake() override;
 
   // True when every service thread reads into io_uring registered buffers;
   // false when registration failed (RLIMIT_MEMLOCK, memory the kernel cannot

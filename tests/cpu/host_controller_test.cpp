@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -420,6 +421,50 @@ TEST(HostControllerLifecycle, StopsPromptlyAndValidates) {
   o.queue_depth = 8;
   EXPECT_THROW(host_controller(file, o, 1000), std::invalid_argument);
   EXPECT_THROW(host_controller(nullptr, o, 4096), std::invalid_argument);
+}
+
+// Idle service threads sleep (a library must not keep cores from the process
+// around it) and still serve every queue: with nothing announced, a command
+// on a queue whose owner sleeps is seen by the watching thread within its
+// longest nap, far sooner than the sleepers' own safety timeout.
+double cpu_seconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+}
+
+TEST(HostControllerSleep, IdleThreadsSleepAndStillServeEveryQueue) {
+  pattern_file f(1 << 20);
+  auto ctl = make(f, test_options(delivery::gpu_pull, 4, 8, 4));  // worker k owns queue k
+  std::vector<std::byte> dst(4096);
+  ASSERT_TRUE(read_blocks(ctl->device_ref().queues.pick(0), 0, 8, dst.data()).success());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // past the long quiet
+  const double c0 = cpu_seconds();
+  const auto w0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double share =
+      (cpu_seconds() - c0) /
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  EXPECT_LT(share, 0.02) << "4 idle service threads took " << share << " of a core";
+
+  for (std::uint32_t q : {3u, 1u}) {  // owners asleep; only worker 0 watches
+    const auto t0 = std::chrono::steady_clock::now();
+    const nvme::status st = read_blocks(ctl->device_ref().queues.pick(q), 8 * q, 8, dst.data());
+    const auto waited = std::chrono::steady_clock::now() - t0;
+    ASSERT_TRUE(st.success()) << describe(st);
+    EXPECT_EQ(first_mismatch(dst.data(), 8 * q * block, 4096, f.bytes()), -1);
+    EXPECT_LT(waited, std::chrono::milliseconds(100)) << "queue " << q;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  }
+  // Announced work wakes every thread at once.
+  {
+    activity_scope busy(*ctl);
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(read_blocks(ctl->device_ref().queues.pick(2), 16, 8, dst.data()).success());
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(20));
+    EXPECT_EQ(first_mismatch(dst.data(), 16 * block, 4096, f.bytes()), -1);
+  }
 }
 
 TEST(HostControllerRaw, CompletionFieldsAndFullCompletionQueue) {
