@@ -16,6 +16,7 @@ community, so neighbors carry signal a GNN can use.
 """
 import argparse
 import os
+import resource
 import sys
 import time
 
@@ -96,6 +97,7 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
         model.train()
         fs.fetch_seconds = 0.0
         sync()
+        cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         batches, loss_sum = 0, 0.0
         for batch in loader:
@@ -110,11 +112,13 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
                 break
         sync()
         seconds = time.perf_counter() - t0
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
         share = fs.fetch_seconds / seconds
         epochs.append((seconds, share))
         print(f"  [{source_name}] epoch {epoch}: {seconds:.2f} s, {batches} batches, "
               f"loss {loss_sum / max(batches, 1):.4f}, feature fetch {fs.fetch_seconds:.2f} s "
-              f"({100 * share:.1f} % of the epoch)", flush=True)
+              f"({100 * share:.1f} % of the epoch), process CPU {cpu:.2f} s", flush=True)
     model.eval()
     test_loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=test,
                                  batch_size=args.batch_size, neighbor_sampler=sampler)

@@ -22,6 +22,8 @@ direct      WARPSTORE_DIRECT        host controller I/O: ``auto`` (O_DIRECT when
 """
 import math
 
+import os
+
 from ._backend import backend
 
 ENVIRONMENT = {
@@ -115,6 +117,11 @@ def reset(name=None):
         _overrides.clear()
     else:
         _overrides.pop(name, None)
+
+
+def is_set(name):
+    """Whether `name` was chosen by the user: overridden here or set in the environment."""
+    return name in _overrides or bool(os.environ.get(ENVIRONMENT[name]))
 
 
 def as_dict():

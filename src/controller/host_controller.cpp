@@ -444,7 +444,13 @@ void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_si
     }
     return;
   }
-  if (idle_rounds < idle_spin_rounds) {
+  // The last announced call ended after this thread's last work: its caller
+  // said it is done, and nothing new has come since. Sleep now rather than
+  // poll beside the caller's own threads (the watcher still sees a command
+  // nobody announced within its first naps).
+  const std::uint64_t ended = owner_.ended_ns_.load(std::memory_order_relaxed);
+  const bool released = owner_.active_.load(std::memory_order_relaxed) == 0 && ended >= idle_since;
+  if (idle_rounds < idle_spin_rounds && !released) {
     cpu_relax();
     return;
   }
@@ -454,7 +460,7 @@ void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_si
     owner_.wake_sleepers();
   const bool announced = owner_.active_.load(std::memory_order_relaxed) != 0;
   const std::uint64_t quiet = steady_ns() - idle_since;
-  if (quiet < (announced ? idle_sleep_after_active_ns : idle_sleep_after_ns)) {
+  if (!released && quiet < (announced ? idle_sleep_after_active_ns : idle_sleep_after_ns)) {
     std::this_thread::yield();
     return;
   }
@@ -1225,7 +1231,10 @@ void host_controller::begin_activity() {
   if (active_.fetch_add(1, std::memory_order_relaxed) == 0) wake_sleepers();
 }
 
-void host_controller::end_activity() { active_.fetch_sub(1, std::memory_order_relaxed); }
+void host_controller::end_activity() {
+  if (active_.fetch_sub(1, std::memory_order_relaxed) == 1)
+    ended_ns_.store(steady_ns(), std::memory_order_relaxed);
+}
 
 void host_controller::wake() {
   if (sleepers_.load(std::memory_order_relaxed) != 0) wake_sleepers();

@@ -90,6 +90,7 @@ class host_controller final : public controller {
   // woken. active_ counts the begin_activity calls not yet ended.
   std::atomic<std::uint32_t> active_{0};
   std::atomic<std::uint32_t> sleepers_{0};
+  std::atomic<std::uint64_t> ended_ns_{0};  // steady clock when active_ last fell to 0
   std::mutex sleep_mutex_;
   std::condition_variable sleep_cv_;
   std::uint64_t wake_epoch_ = 0;  // under sleep_mutex_
