@@ -76,7 +76,11 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
   # 2 M nodes x 128 float32 (1 GiB, page cache), cache 1/8 of it; the
   # library's defaults and the machine's (no OMP_NUM_THREADS), as a user runs it.
   step graphsage 200 "$py" "$root/apps/graphsage/train.py" --nodes 2000000 --dim 128 \
-    --epochs 2 --batches 30 --test-nodes 10000 --dir /tmp --json "$out/graphsage.json"
+    --epochs 2 --batches 30 --test-nodes 10000 --dir /tmp --reuse --json "$out/graphsage.json"
+  # Attribution: the same warpstore run with 4 KiB lines (the old default).
+  step graphsage-line4k 120 env WARPSTORE_LINE_SIZE=4096 "$py" "$root/apps/graphsage/train.py" \
+    --nodes 2000000 --dim 128 --epochs 2 --batches 30 --test-nodes 10000 --dir /tmp --reuse \
+    --sources warpstore --name graphsage.host.line4k --json "$out/graphsage-line4k.json"
   rm -f /tmp/graphsage-2000000x128.f32
 fi
 log "done, status $status"
