@@ -96,6 +96,7 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
     for epoch in range(args.epochs):
         model.train()
         fs.fetch_seconds = 0.0
+        sampler.sample_seconds = 0.0
         sync()
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
@@ -118,7 +119,8 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
         epochs.append((seconds, share))
         print(f"  [{source_name}] epoch {epoch}: {seconds:.2f} s, {batches} batches, "
               f"loss {loss_sum / max(batches, 1):.4f}, feature fetch {fs.fetch_seconds:.2f} s "
-              f"({100 * share:.1f} % of the epoch), process CPU {cpu:.2f} s", flush=True)
+              f"({100 * share:.1f} % of the epoch), sampling {sampler.sample_seconds:.2f} s, "
+              f"process CPU {cpu:.2f} s", flush=True)
     model.eval()
     test_loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=test,
                                  batch_size=args.batch_size, neighbor_sampler=sampler)

@@ -125,7 +125,16 @@ class TorchNeighborSampler(NeighborSampler):
     takes every neighbor of a node with at most `fanout` of them and
     `fanout` uniform draws with replacement otherwise."""
 
+    sample_seconds = 0.0  # time spent sampling, summed (the epoch's profile)
+
     def _sample(self, seed, seed_time=None, **kwargs):
+        t0 = time.perf_counter()
+        try:
+            return self._sample_timed(seed, seed_time, **kwargs)
+        finally:
+            self.sample_seconds += time.perf_counter() - t0
+
+    def _sample_timed(self, seed, seed_time=None, **kwargs):
         if (torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE or
                 isinstance(seed, dict)):
             return super()._sample(seed, seed_time, **kwargs)
