@@ -10,6 +10,8 @@
 // a.flush() on the host makes them durable.
 #pragma once
 
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -56,6 +58,16 @@ class array_base {
   void flush();
   // Whether the backing file was opened read-write (options::writable).
   bool writable() const { return controller_->file().writable(); }
+  // A view of the array's bytes (what a checkpoint copies): the ref of this
+  // array with byte elements, every option included.
+  array_ref<std::byte> byte_ref() const {
+    array_ref<std::byte> r = make_ref<std::byte>();
+    const std::uint32_t line_log2 =
+        static_cast<std::uint32_t>(std::countr_zero(cache_->line_size()));
+    r.count = count_ << (line_log2 - elems_per_line_log2_);  // elements times their size
+    r.elems_per_line_log2 = line_log2;
+    return r;
+  }
 
  protected:
   template <class T>

@@ -194,6 +194,39 @@ TEST(Checkpoint, WarpstoreArrayAndDeviceBuffer) {
   EXPECT_EQ(bad, 0u);
 }
 
+// A checkpointed array's byte view keeps every option of the array: derived
+// from the array's own ref, not copied field by field (a copy once lost
+// eager_write_back and overlapped_eviction silently).
+TEST(Checkpoint, ArrayViewKeepsEveryOption) {
+  test::scratch_file f("ckpt-view");
+  test::pattern_file data(1 << 20);
+  for (const bool on : {true, false}) {
+    options ao = test_options();
+    ao.writable = true;
+    ao.eager_write_back = on;
+    ao.overlapped_eviction = on;
+    ao.bounds_check = !on;
+    array<std::uint64_t> a(data.path(), 1000, ao);
+    checkpoint_group g;
+    g.add(a, "array");
+    g.open(f.path, test_options());
+    const checkpoint_buffer& b = g.ref().buffers[0];
+    ASSERT_EQ(b.kind, checkpoint_buffer_kind::array);
+    const array_ref<std::uint64_t> r = a.ref();
+    EXPECT_EQ(b.array.eager_write_back, on);
+    EXPECT_EQ(b.array.overlapped_eviction, on);
+    EXPECT_EQ(b.array.bounds_check, !on);
+    EXPECT_TRUE(b.array.writable);
+    EXPECT_EQ(b.array.count, 1000u * sizeof(std::uint64_t));
+    EXPECT_EQ(b.array.elems_per_line_log2, 12u);  // 4096 one-byte elements a line
+    EXPECT_EQ(b.array.timeout_ns, r.timeout_ns);
+    EXPECT_EQ(b.array.source, r.source);
+    EXPECT_EQ(b.array.first_block, r.first_block);
+    EXPECT_EQ(b.array.end_block, r.end_block);
+    EXPECT_EQ(b.array.errors, r.errors);
+  }
+}
+
 // Newest slot and its record, read from the file.
 checkpoint_record newest_record(const std::string& path, int& slot) {
   const int fd = ::open(path.c_str(), O_RDONLY);

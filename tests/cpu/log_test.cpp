@@ -64,7 +64,8 @@ class Log : public ::testing::TestWithParam<setup> {
     layout_.region_bytes = 64 << 10;
     log_path_ = temp_path("log");
     data_path_ = temp_path("data");
-    ::truncate(log_path_.c_str(), static_cast<off_t>(layout_.file_bytes()));
+    ASSERT_EQ(::truncate(log_path_.c_str(), static_cast<off_t>(layout_.file_bytes())), 0)
+        << log_path_ << ": " << std::strerror(errno);
     data_ = std::vector<std::byte>(data_bytes);
     for (std::size_t i = 0; i < data_.size(); ++i) data_[i] = static_cast<std::byte>(i * 7 + 1);
     fill_file(data_path_, data_);

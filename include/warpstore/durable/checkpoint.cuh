@@ -855,7 +855,7 @@ class checkpoint_group {
   // The array must outlive the group; restoring needs it writable.
   template <class T>
   checkpoint_group& add(array<T>& a, std::string name) {
-    return add_array(a, byte_view(a.ref()), a.size() * sizeof(T), std::move(name));
+    return add_array(a, a.byte_ref(), a.size() * sizeof(T), std::move(name));
   }
 
   // Sizes `path` for the group (creating it, or growing it, with zeros),
@@ -889,24 +889,6 @@ class checkpoint_group {
   std::uint32_t buffer_count() const { return static_cast<std::uint32_t>(buffers_.size()); }
 
  private:
-  template <class T>
-  static array_ref<std::byte> byte_view(const array_ref<T>& r) {
-    array_ref<std::byte> b{};
-    b.cache = r.cache;
-    b.io = r.io;
-    b.errors = r.errors;
-    b.count = r.count * sizeof(T);
-    b.first_block = r.first_block;
-    b.end_block = r.end_block;
-    b.timeout_ns = r.timeout_ns;
-    b.source = r.source;
-    std::uint32_t log2 = 0;
-    while ((1u << log2) < r.cache.line_size) ++log2;
-    b.elems_per_line_log2 = log2;
-    b.bounds_check = r.bounds_check;
-    b.writable = r.writable;
-    return b;
-  }
   checkpoint_group& add_array(detail::array_base& a, const array_ref<std::byte>& view,
                               std::uint64_t bytes, std::string name);
   void require_open(const char* what) const;
