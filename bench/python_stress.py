@@ -158,6 +158,27 @@ print(f"caught {caught:.6f} device {a.device}", flush=True)
 """
 
 
+def interrupt_once(path, n, delay):
+    """Seconds from SIGINT (sent `delay` s into a long gather) to
+    KeyboardInterrupt in a child gathering from `path` (n float32), and the
+    child's device; raises if the child failed or did not stop."""
+    child = subprocess.Popen([sys.executable, "-c", CHILD, path, str(n)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        if child.stdout.readline().strip() != "ready":
+            raise RuntimeError(child.stderr.read())
+        time.sleep(delay)
+        sent = time.clock_gettime(time.CLOCK_MONOTONIC)
+        child.send_signal(signal.SIGINT)
+        out, err = child.communicate(timeout=60)
+    finally:
+        child.kill()
+    if child.returncode != 0:
+        raise RuntimeError(f"interrupted child failed: {err}")
+    fields = out.split()
+    return float(fields[fields.index("caught") + 1]) - sent, fields[fields.index("device") + 1]
+
+
 def interrupts(tries):
     n = 16 << 20
     lat = []
@@ -166,25 +187,11 @@ def interrupts(tries):
         np.random.default_rng(9).standard_normal(n).astype(np.float32).tofile(path)
         device = "?"
         for k in range(tries):
-            child = subprocess.Popen([sys.executable, "-c", CHILD, path, str(n)],
-                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             try:
-                if child.stdout.readline().strip() != "ready":
-                    raise RuntimeError(child.stderr.read())
-                time.sleep(0.3 + random.Random(k).random() * 1.5)
-                sent = time.clock_gettime(time.CLOCK_MONOTONIC)
-                child.send_signal(signal.SIGINT)
-                out, err = child.communicate(timeout=60)
+                latency, device = interrupt_once(path, n, 0.3 + random.Random(k).random() * 1.5)
             except subprocess.TimeoutExpired:
-                lat.append(float("inf"))
-                continue
-            finally:
-                child.kill()
-            if child.returncode != 0:
-                raise RuntimeError(f"interrupted child failed: {err}")
-            fields = out.split()
-            lat.append(float(fields[fields.index("caught") + 1]) - sent)
-            device = fields[fields.index("device") + 1]
+                latency = float("inf")
+            lat.append(latency)
     return dict(worst=max(lat), median=sorted(lat)[len(lat) // 2], tries=len(lat), device=device)
 
 

@@ -6,10 +6,8 @@ Each test here failed on the package before per-call error state, the call
 gate (close and clear_cache wait for calls in flight) and interruptible
 waits (issue 17, items 1-6 and 9)."""
 import os
-import signal
-import subprocess
+import pathlib
 import sys
-import textwrap
 import threading
 import time
 
@@ -199,43 +197,15 @@ def test_meta_tensor_indices_are_refused(F):
             a[torch.empty(3, dtype=torch.int64, device="meta")]
 
 
-INTERRUPTED = textwrap.dedent("""
-    import sys, time
-    import numpy as np
-    import warpstore
-    path, n = sys.argv[1], int(sys.argv[2])
-    a = warpstore.open(path, "float32", cache="1MiB", threads=1, direct="off")
-    # Random elements of a file 64x the cache: nearly every read misses, and
-    # one gather takes far longer than the interrupt may.
-    idx = np.random.default_rng(0).integers(0, n, 8_000_000)
-    print("ready", flush=True)
-    try:
-        while True:
-            a[idx]
-    except KeyboardInterrupt:
-        caught = time.clock_gettime(time.CLOCK_MONOTONIC)
-    # The array is still usable, and right.
-    ref = np.fromfile(path, dtype=np.float32)
-    np.testing.assert_array_equal(a[[1, n - 1, 7]], ref[[1, n - 1, 7]])
-    print(f"caught {caught:.6f}", flush=True)
-""")
-
-
 def interrupt_latency(path, n, delay):
-    """Seconds from SIGINT to KeyboardInterrupt in a process gathering from `path`."""
-    child = subprocess.Popen([sys.executable, "-c", INTERRUPTED, path, str(n)],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    """Seconds from SIGINT to KeyboardInterrupt in a child gathering from
+    `path` (the child checks the array afterwards): bench/python_stress.py's."""
+    sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "bench"))
     try:
-        assert child.stdout.readline().strip() == "ready"
-        time.sleep(delay)
-        sent = time.clock_gettime(time.CLOCK_MONOTONIC)
-        child.send_signal(signal.SIGINT)
-        out, err = child.communicate(timeout=60)
+        import python_stress
     finally:
-        child.kill()
-    assert child.returncode == 0, err
-    caught = float(out.split("caught ")[1])
-    return caught - sent
+        sys.path.pop(0)
+    return python_stress.interrupt_once(path, n, delay)[0]
 
 
 @pytest.fixture
