@@ -6,6 +6,8 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <system_error>
+#include <utility>
 
 #include "warpstore/detail/platform.cuh"
 #include "warpstore/nvme.h"
@@ -83,6 +85,19 @@ class io_error : public std::runtime_error {
 class index_error : public io_error {
  public:
   using io_error::io_error;
+};
+
+// A system call on a file failed (open, stat, ioctl): errno and the path, so
+// bindings can raise the platform's own error (Python: PermissionError,
+// FileNotFoundError, ... with the filename).
+class file_error : public std::system_error {
+ public:
+  file_error(int err, const std::string& what, std::string path)
+      : std::system_error(err, std::generic_category(), what), path_(std::move(path)) {}
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
 };
 
 // "generic/LBA out of range (0x0/0x80)" and friends.

@@ -280,30 +280,54 @@ class py_array {
   std::atomic<bool> closed_{false};
 };
 
+// A message as Python text: paths in it may not be UTF-8 (they are bytes
+// on Linux), so undecodable bytes show as \xNN instead of failing.
+PyObject* decoded(const std::string& s) {
+  return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "backslashreplace");
+}
+
+// OSError(err, message, path): Python picks the subclass from err
+// (PermissionError for EACCES, FileNotFoundError for ENOENT, ...); the
+// filename decodes as os.fsdecode would, so it equals the str given to open().
+void set_os_error(int err, const std::string& msg, const std::string& path) {
+  PyObject* args = Py_BuildValue(
+      "(iNN)", err, decoded(msg),
+      PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
+  PyErr_SetObject(PyExc_OSError, args);
+  Py_XDECREF(args);
+}
+
 }  // namespace
 
 NB_MODULE(WARPSTORE_PY_MODULE, m) {
   m.doc() = "warpstore extension (use the warpstore package, not this module)";
-  // Read failures become OSError(EIO, message, path): the message names the
-  // element, the LBA and the byte offset. Out-of-range indices recorded on the
-  // device (the Python layer checks them first) become IndexError.
+  // The one place C++ errors become Python ones. Read failures become
+  // OSError(EIO, message, path): the message names the element, the LBA and
+  // the byte offset. Failed system calls on the file (open, stat) become
+  // OSError(errno, message, path), so EACCES is a PermissionError. Out-of-
+  // range indices recorded on the device (the Python layer checks them
+  // first) become IndexError; bad arguments ValueError.
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
     } catch (const index_error& e) {
-      PyErr_SetString(PyExc_IndexError, e.what());
+      PyErr_SetObject(PyExc_IndexError, nb::steal(decoded(e.what())).ptr());
     } catch (const io_error& e) {
       const std::string msg = e.what();
-      const std::string path = msg.substr(0, msg.find(": "));
-      PyObject* args = Py_BuildValue("(iss)", EIO, msg.c_str(), path.c_str());
-      PyErr_SetObject(PyExc_OSError, args);
-      Py_XDECREF(args);
+      set_os_error(EIO, msg, msg.substr(0, msg.find(": ")));
+    } catch (const file_error& e) {
+      set_os_error(e.code().value(), e.what(), e.path());
+    } catch (const std::invalid_argument& e) {
+      PyErr_SetObject(PyExc_ValueError, nb::steal(decoded(e.what())).ptr());
     }
   });
 
   m.def("available", &python::target_available,
         "True when this target can run here (a GPU is visible, or the CPU target)");
   m.def("gpu_build", &runtime::gpu_build);
+  // A forked child keeps the parent's arrays alive forever (their threads
+  // are not in the child, so they must never be freed there): no warnings.
+  m.def("quiet_leaks", [] { nb::set_leak_warnings(false); });
   m.def("device_name", &runtime::device_name);
   m.def("parse_size", [](const std::string& s) { return static_cast<std::uint64_t>(parse_size(s)); });
   m.def("environment_settings", &environment_settings,
@@ -316,10 +340,12 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
 
   nb::class_<py_array>(m, "Array")
       .def("__init__",
-           [](py_array* self, const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
+           [](py_array* self, nb::bytes path_bytes, std::uint64_t rows, std::uint64_t row_bytes,
               std::uint32_t word_bytes, std::uint64_t offset, std::uint64_t cache,
               std::uint32_t line, const std::string& ctl, std::uint32_t thr,
               std::uint64_t timeout_ms, const std::string& direct) {
+             // The path as bytes (os.fsencode): any name Linux allows, UTF-8 or not.
+             const std::string path(path_bytes.c_str(), path_bytes.size());
              new (self) py_array(path, rows, row_bytes, word_bytes, offset,
                                  make_options(cache, line, ctl, thr, timeout_ms, direct));
            })

@@ -1,7 +1,10 @@
 """Storage-backed arrays for Python: ``warpstore.open`` and ``Array``."""
+import errno
 import math
+import operator
 import os
 import sys
+import weakref
 
 import numpy as np
 
@@ -23,9 +26,11 @@ def _dtype_name(dtype):
         return _checked_name(str(dtype).split(".", 1)[1]), "="
     if isinstance(dtype, str) and dtype == "bfloat16":
         return dtype, "="
+    if dtype is None:  # np.dtype(None) is float64: a missing dtype is no choice
+        raise TypeError(f"not a dtype: None; supported: {', '.join(_ITEMSIZE)}")
     try:
         d = np.dtype(dtype)
-    except TypeError:
+    except (TypeError, ValueError):
         raise TypeError(f"not a dtype: {dtype!r}") from None
     if d.fields is not None or d.subdtype is not None:
         raise TypeError(f"unsupported dtype {d} (structured or sub-array); supported: "
@@ -66,6 +71,39 @@ def _framework(idx):
     return "numpy"
 
 
+# Every open Array, so a forked child can disown them (see _after_fork).
+_live = weakref.WeakSet()
+
+_FORK_MESSAGE = ("warpstore arrays cannot cross fork(): open the file again in the child "
+                 "(DataLoader workers: open in worker_init_fn)")
+
+
+def _after_fork():
+    """In a forked child: the parent's arrays hold threads and memory the
+    child does not have, so their C++ objects must never run or be freed
+    here. Each gets a reference that is never dropped; calls raise."""
+    if not _live:
+        return
+    import ctypes
+
+    for a in list(_live):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(a._impl))
+    for a in list(_live):
+        try:
+            a._backend.quiet_leaks()
+        except AttributeError:
+            pass
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def _reopen(path, dtype, shape, offset, settings, backend):
+    """Unpickling: the same file, dtype, shape, offset and settings, opened anew."""
+    return open(path, dtype, shape, offset=offset, backend=backend, **settings)
+
+
 class Array:
     """A file-backed array read through a warpstore cache.
 
@@ -78,7 +116,12 @@ class Array:
 
     def __init__(self, path, dtype, shape, *, cache, line_size, controller, threads, deadline,
                  direct, offset, backend):
+        self._pid = os.getpid()
         self._path = path
+        self._offset = offset
+        self._backend_name = backend
+        self._settings = dict(cache=cache, line_size=line_size, controller=controller,
+                              threads=threads, deadline=deadline, direct=direct)
         self._dtype_name, byteorder = _dtype_name(dtype)
         # Values stored big-endian (or little-endian on a big-endian host) are
         # byte-swapped after the gather: results are always native.
@@ -89,8 +132,36 @@ class Array:
         self._row_bytes = _ITEMSIZE[self._dtype_name] * math.prod(self._row_shape)
         self._backend = _backend(backend)
         self._impl = self._backend.Array(
-            path, self._shape[0], self._row_bytes, _word_bytes(self._row_bytes), offset, cache,
+            os.fsencode(path), self._shape[0], self._row_bytes, _word_bytes(self._row_bytes), offset, cache,
             line_size, controller, threads, int(round(deadline * 1000)), direct)
+        _live.add(self)
+
+    def _check_process(self):
+        if os.getpid() != self._pid:
+            raise RuntimeError(_FORK_MESSAGE)
+
+    def __reduce__(self):
+        """Pickles as what to open: path, dtype, shape, offset and settings
+        (the cache's contents stay behind). Unpickling opens the file again,
+        so arrays travel to spawned processes (DataLoader workers)."""
+        if self.closed:
+            raise ValueError(f"{self._path}: the array is closed; a closed array cannot be pickled")
+        return (_reopen, (self._path, self._dtype, self._shape, self._offset, dict(self._settings),
+                          self._backend_name))
+
+    def _raise_if_shrunk(self, error):
+        """After a failed read: if the file is now shorter than the array,
+        says so (the controller only sees a read past the end)."""
+        from ._files import file_size
+
+        need = self._offset + self._shape[0] * self._row_bytes
+        try:
+            size = file_size(self._path)
+        except (OSError, ValueError):
+            return
+        if size < need:
+            raise OSError(errno.EIO, f"{self._path} is now {size} bytes, the array needs {need} "
+                          f"(the file shrank after open)", self._path) from error
 
     # -- what it is ------------------------------------------------------
     @property
@@ -139,6 +210,7 @@ class Array:
         OSError (with the path and byte offset) when a read fails, TypeError
         for non-integer indices.
         """
+        self._check_process()
         kind = _framework(idx)
         if kind == "torch":
             return self._gather_torch(idx)
@@ -147,6 +219,7 @@ class Array:
         return self._gather_numpy(idx)
 
     def __getitem__(self, key):
+        self._check_process()
         if isinstance(key, slice):
             return self._gather_numpy(np.arange(*key.indices(len(self)), dtype=np.int64))
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
@@ -160,17 +233,23 @@ class Array:
 
     def stats(self):
         """Cache and controller counters: hits, misses, evictions, bytes (read from storage), ..."""
+        self._check_process()
         return dict(self._impl.stats())
 
     def reset_stats(self):
+        self._check_process()
         self._impl.reset_stats()
 
     def clear_cache(self):
         """Drops every cached line: the next gather starts cold."""
+        self._check_process()
         self._impl.clear_cache()
 
     def close(self):
-        """Frees the cache and stops the controller; later reads raise ValueError."""
+        """Frees the cache and stops the controller; later reads raise ValueError.
+        In a forked child it does nothing: the array is the parent's."""
+        if os.getpid() != self._pid:
+            return
         self._impl.close()
 
     def __enter__(self):
@@ -182,13 +261,19 @@ class Array:
 
     # -- per framework ---------------------------------------------------
     def _run(self, idx, out, stream, lookup):
-        pos = self._impl.gather(idx, out, stream)
+        try:
+            pos = self._impl.gather(idx, out, stream)
+        except OSError as e:
+            self._raise_if_shrunk(e)
+            raise
         if pos >= 0:
             raise IndexError(f"{self._path}: index {lookup(pos)} (at position {pos}) is out of "
                              f"range for {len(self)} rows")
 
     def _gather_numpy(self, idx):
         a = np.asarray(idx)
+        if a.dtype == object:
+            a = self._object_indices(a)
         if a.size == 0 and a.dtype.kind == "f" and not isinstance(idx, np.ndarray):
             a = a.astype(np.int64)  # x[[]]: an empty list is an empty index, as in NumPy
         if a.dtype.kind == "u":
@@ -207,6 +292,20 @@ class Array:
         if self._swap:
             out.byteswap(inplace=True)
         return out.reshape(a.shape + self._row_shape)
+
+    def _object_indices(self, a):
+        """Lists NumPy holds as objects: Python ints past int64 (out of
+        range: IndexError) or anything else (TypeError)."""
+        flat = a.reshape(-1)
+        for pos, v in enumerate(flat):
+            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+                raise TypeError(f"indices must be integers, got {type(v).__name__} {v!r} at "
+                                f"position {pos}")
+        for pos, v in enumerate(flat):
+            if not -2**63 <= v < 2**63:
+                raise IndexError(f"{self._path}: index {v} (at position {pos}) is out of range "
+                                 f"for {len(self)} rows")
+        return a.astype(np.int64)
 
     def _gather_torch(self, idx):
         import torch
@@ -268,6 +367,28 @@ def _row_line(row_bytes):
     return line
 
 
+def _dimension(s, shape):
+    """An integer size (int, NumPy integer, anything with __index__), never
+    a bool, float or string: int(10.7) would silently drop the .7."""
+    if isinstance(s, (bool, np.bool_)):
+        raise TypeError(f"shape must hold integer sizes, got {shape!r} (a bool is not a size)")
+    try:
+        return operator.index(s)
+    except TypeError:
+        raise TypeError(f"shape must hold integer sizes, got {shape!r} ({type(s).__name__} "
+                        f"{s!r} is not an integer)") from None
+
+
+def _shape_tuple(shape):
+    if shape is None:
+        return (-1,)
+    if isinstance(shape, (str, bytes)):
+        raise TypeError(f"shape must be an integer or a tuple of integers, got {shape!r}")
+    if not hasattr(shape, "__iter__") or (hasattr(shape, "ndim") and shape.ndim == 0):
+        return (_dimension(shape, shape),)
+    return tuple(_dimension(s, shape) for s in shape)
+
+
 def _resolve_shape(path, dtype_name, shape, offset):
     itemsize = _ITEMSIZE[dtype_name]
     from ._files import file_size
@@ -275,11 +396,7 @@ def _resolve_shape(path, dtype_name, shape, offset):
     size = file_size(path)
     if size < offset:
         raise ValueError(f"{path}: offset {offset} is past the end of the file ({size} bytes)")
-    if shape is None:
-        shape = (-1,)
-    elif isinstance(shape, (int, np.integer)):
-        shape = (int(shape),)
-    shape = tuple(int(s) for s in shape)
+    shape = _shape_tuple(shape)
     if not shape or any(s == 0 or s < -1 for s in shape) or -1 in shape[1:]:
         raise ValueError(f"shape must be positive sizes (the first may be -1: as many rows as "
                          f"fit), got {shape}")
@@ -323,9 +440,10 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
     if mode != "r":
         raise ValueError(f"mode {mode!r} is not supported: warpstore arrays are read-only "
                          "for now (mode='r')")
-    path = os.fspath(path)
-    if not os.path.exists(path):
-        raise FileNotFoundError(2, "No such file or directory", path)
+    path = os.fsdecode(os.fspath(path))  # bytes paths too; undecodable bytes round-trip
+    if "\0" in path:
+        raise ValueError(f"path holds a NUL character: {path!r}")
+    os.stat(path)  # FileNotFoundError, PermissionError, ... naming the path
     name, _ = _dtype_name(dtype)
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
         raise ValueError(f"offset must be a non-negative integer, got {offset!r}")

@@ -16,6 +16,8 @@ def _load(name):
 
 def backend(name=None):
     """The extension module for `name` (auto, cpu or cuda; None: WARPSTORE_BACKEND or auto)."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"backend must be a string (auto, cpu or cuda), got {name!r}")
     name = (name or os.environ.get("WARPSTORE_BACKEND") or "auto").lower()
     if name in _chosen:
         return _chosen[name]

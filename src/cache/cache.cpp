@@ -26,8 +26,10 @@ cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
   const std::size_t evict_words = std::bit_floor(lines);
   const std::size_t need = lines * (line_size + 12) + sets * 8 + evict_words * 4;
   if (need > free_mem)
-    throw std::invalid_argument("cache needs " + std::to_string(need) + " bytes of GPU memory, " +
-                                std::to_string(free_mem) + " are free");
+    throw std::invalid_argument("a cache of " + std::to_string(bytes) + " bytes needs " +
+                                std::to_string(need) + " bytes of " +
+                                (runtime::gpu_build() ? "GPU" : "host") + " memory, " +
+                                std::to_string(free_mem) + " are available: choose a smaller cache");
   lines_ = runtime::make_device<std::byte>(lines * line_size, false);
   tags_ = runtime::make_device<std::uint64_t>(lines);
   states_ = runtime::make_device<std::uint32_t>(lines);

@@ -17,6 +17,7 @@
 #include <system_error>
 
 #include "warpstore/controller.h"
+#include "warpstore/error.h"
 #include "warpstore/nvme.h"
 
 namespace warpstore {
@@ -33,7 +34,7 @@ constexpr std::size_t statx_dio_offset_align_offset = 0x9c;
 constexpr std::uint32_t max_direct_alignment = 1u << 16;
 
 [[noreturn]] void throw_errno(int err, const std::string& what, const std::string& path) {
-  throw std::system_error(err, std::generic_category(), "warpstore: " + what + " '" + path + "'");
+  throw file_error(err, "warpstore: " + what + " '" + path + "'", path);
 }
 
 int open_file(const std::string& path, bool direct, file_access access) {

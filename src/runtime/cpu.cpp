@@ -1,5 +1,8 @@
 // CPU target of the runtime: "device" and "mapped" memory are ordinary host
 // memory, copies are memcpy.
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -26,8 +29,22 @@ unsigned processor_count() {
   return n == 0 ? 1 : n;
 }
 std::size_t free_device_memory() {
-  // What the CPU target may use for cache lines: physical memory is the limit.
-  return std::size_t{1} << 40;
+  // What the CPU target may use for cache lines: the memory the kernel says
+  // is available (MemAvailable: free plus reclaimable page cache), or free
+  // pages where /proc is not mounted.
+  if (std::FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (!found && std::fgets(line, sizeof line, f) != nullptr)
+      found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    std::fclose(f);
+    if (found) return static_cast<std::size_t>(kib) * 1024;
+  }
+  const long pages = ::sysconf(_SC_AVPHYS_PAGES);
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page > 0) return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
+  return std::size_t{1} << 40;  // unknown: let the allocation decide
 }
 
 void* alloc_device(std::size_t bytes) { return aligned_zeroed(bytes); }
