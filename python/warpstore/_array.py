@@ -112,6 +112,11 @@ class Array:
     the index tensor's device (and, for CUDA tensors, its current stream).
     Integers and slices return NumPy arrays. Close it (or use ``with``) to
     free the cache and stop the controller's threads.
+
+    An array does not cross ``fork()``: in a forked child every call raises
+    RuntimeError (open the file again there). It pickles as what to open
+    (path, dtype, shape, offset, settings), so spawned processes get an
+    array of their own.
     """
 
     def __init__(self, path, dtype, shape, *, cache, line_size, controller, threads, deadline,
@@ -431,8 +436,11 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
         line_size take bytes or strings like "2GiB"; controller is "host"
         (io_uring service threads reading the file) or "memory" (the file in
         pinned host memory, read by the GPU); deadline is in seconds; direct
-        is "auto" (O_DIRECT where the file allows it), "on" or "off"
-        (buffered: reads come from the page cache when the file is there).
+        is "auto" (through the page cache when at least half of a sample of
+        the file's pages is cached there at open, else O_DIRECT where the
+        file allows it; stats() says which: "direct", "resident_share"),
+        "on" or "off" (buffered: reads come from the page cache when the
+        file is there).
     mode: "r" only (arrays are read-only for now).
     backend: "cpu", "cuda" or "auto" (WARPSTORE_BACKEND; auto: CUDA where a
         GPU is visible).
