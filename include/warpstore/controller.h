@@ -38,6 +38,10 @@ class backing_file {
   int buffered_fd() const { return buffered_fd_ >= 0 ? buffered_fd_ : fd_; }
   bool writable() const { return access_ == file_access::read_write; }
   bool direct() const { return direct_; }
+  // direct_io::automatic: the share of sampled pages found in the page cache
+  // when the file was opened (at least half: buffered, else O_DIRECT); -1 when
+  // not measured (another mode, O_DIRECT refused, or mincore unavailable).
+  double resident_share() const { return resident_share_; }
   const std::string& path() const { return path_; }
   std::uint64_t size_bytes() const { return size_; }
   // Namespace capacity in logical blocks; a partial last block counts.
@@ -56,6 +60,7 @@ class backing_file {
   int fd_ = -1;
   int buffered_fd_ = -1;
   bool direct_ = false;
+  double resident_share_ = -1;
   std::uint64_t size_ = 0;
   std::uint32_t direct_alignment_ = 512;
   bool block_device_ = false;

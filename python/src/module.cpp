@@ -211,6 +211,8 @@ class py_array {
     cache_stats s{};
     controller_stats c{};
     std::string controller;
+    bool direct = false;
+    double resident = -1;
     std::uint64_t cache_bytes = 0;
     std::uint32_t line_size = 0;
     {
@@ -220,6 +222,8 @@ class py_array {
       s = a.base().stats();
       c = a.base().shared_controller()->stats();
       controller = a.base().shared_controller()->name();
+      direct = a.base().shared_controller()->file().direct();
+      resident = a.base().shared_controller()->file().resident_share();
       cache_bytes = a.base().cache().bytes();
       line_size = a.base().cache().line_size();
     }
@@ -234,6 +238,10 @@ class py_array {
     d["hit_rate"] = s.hit_rate();
     d["commands"] = c.commands;
     d["controller"] = controller;
+    // Whether the host controller reads with O_DIRECT, and (direct="auto")
+    // the share of sampled pages that were in the page cache at open.
+    d["direct"] = direct;
+    d["resident_share"] = resident;
     d["cache_bytes"] = cache_bytes;
     d["line_size"] = line_size;
     return d;

@@ -51,3 +51,16 @@ def test_many_idle_arrays_cost_little(features):
     finally:
         for a in arrays:
             a.close()
+
+
+def test_direct_auto_reads_a_cached_file_through_the_page_cache(features):
+    path, data = features
+    with open(path, "rb") as f:  # the file is in the page cache now
+        f.read()
+    with warpstore.open(path, "float32", (-1, 100), cache="1MiB", threads=1, direct="auto") as a:
+        s = a.stats()
+        assert s["direct"] is False, s
+        assert s["resident_share"] == -1 or s["resident_share"] >= 0.5
+        np.testing.assert_array_equal(a[[3, 9]], data[[3, 9]])
+    with warpstore.open(path, "float32", (-1, 100), cache="1MiB", threads=1, direct="off") as a:
+        assert a.stats()["direct"] is False

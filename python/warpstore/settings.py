@@ -15,9 +15,11 @@ controller  WARPSTORE_CONTROLLER    ``host`` (io_uring threads) or ``memory``
 threads     WARPSTORE_THREADS       host controller service threads
 deadline    WARPSTORE_TIMEOUT_MS    longest any wait may take (seconds here, at
                                     least 0.001)
-direct      WARPSTORE_DIRECT        host controller I/O: ``auto`` (O_DIRECT when
-                                    the file and alignment allow it), ``on``,
-                                    ``off`` (buffered, through the page cache)
+direct      WARPSTORE_DIRECT        host controller I/O: ``auto`` (buffered when
+                                    half the sampled pages are cached, else
+                                    O_DIRECT where the file allows it),
+                                    ``on``, ``off`` (buffered, through the
+                                    page cache)
 ==========  ======================  ==========================================
 """
 import math

@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <sys/ioctl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -104,6 +105,29 @@ void refuse_unsupported_kind(const std::string& path, mode_t mode) {
                               ": only regular files and block devices are supported");
 }
 
+// Share of the file's pages in the page cache, sampled: up to 256 pages
+// spread evenly over it (mincore on a one-page mapping each), so a 10 TB file
+// costs what a 10 MB one does. -1 when it cannot be told (mmap refused).
+double sample_resident_share(int fd, std::uint64_t size) {
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (page <= 0 || size == 0) return -1;
+  const std::uint64_t pages = (size + static_cast<std::uint64_t>(page) - 1) / static_cast<std::uint64_t>(page);
+  const std::uint64_t samples = pages < 256 ? pages : 256;
+  std::uint64_t resident = 0;
+  for (std::uint64_t k = 0; k < samples; ++k) {
+    const std::uint64_t p = k * pages / samples;
+    void* m = ::mmap(nullptr, static_cast<std::size_t>(page), PROT_READ, MAP_SHARED, fd,
+                     static_cast<off_t>(p * static_cast<std::uint64_t>(page)));
+    if (m == MAP_FAILED) return -1;
+    unsigned char in = 0;
+    const int r = ::mincore(m, static_cast<std::size_t>(page), &in);
+    ::munmap(m, static_cast<std::size_t>(page));
+    if (r != 0) return -1;
+    resident += in & 1u;
+  }
+  return static_cast<double>(resident) / static_cast<double>(samples);
+}
+
 }  // namespace
 
 backing_file::backing_file(const std::string& path, direct_io mode, file_access access)
@@ -171,6 +195,22 @@ backing_file::backing_file(const std::string& path, direct_io mode, file_access 
             err,
             "O_DIRECT read of the first " + std::to_string(direct_alignment_) + " bytes failed on",
             path);
+      }
+    }
+    // Automatic mode: data already in the page cache is read from there.
+    // O_DIRECT would send every read to the device (a pointer chase over a
+    // cached 4 GiB file ran 30x slower that way); data that is not cached
+    // goes direct, with no double copy and no cache pollution.
+    if (direct && mode == direct_io::automatic) {
+      const int probe = open_file(path, false, file_access::read_only);
+      const double share = probe >= 0 ? sample_resident_share(probe, size_) : -1;
+      if (probe >= 0) ::close(probe);
+      resident_share_ = share;
+      if (share >= 0.5) {
+        ::close(fd_);
+        fd_ = open_file(path, false, access);
+        if (fd_ < 0) throw_errno(errno, "cannot reopen without O_DIRECT", path);
+        direct = false;
       }
     }
     direct_ = direct;

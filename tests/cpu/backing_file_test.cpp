@@ -12,6 +12,7 @@
 #include <future>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "test_files.h"
 #include "warpstore/array.cuh"
@@ -169,4 +170,47 @@ TEST(BackingFile, LoopDeviceWithBlocksLargerThanTheLineIsRefused) {
   o.line_size = 4096;
   array<std::uint64_t> a(loop.path(), 0, o);
   EXPECT_EQ(a.ref()[1000], tools::pattern_word(8000));
+}
+
+namespace {
+
+// Reads the whole file (it lands in the page cache) or drops its pages.
+void warm(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  std::vector<char> buf(1 << 20);
+  while (::read(fd, buf.data(), buf.size()) > 0) {
+  }
+  ::close(fd);
+}
+void drop(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  ASSERT_GE(fd, 0);
+  ::fdatasync(fd);
+  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+}
+
+}  // namespace
+
+// direct=auto reads a file that is in the page cache through the page cache
+// (O_DIRECT would send every read to the device), and one that is not with
+// O_DIRECT where the filesystem allows it.
+TEST(BackingFile, AutomaticFollowsThePageCache) {
+  test::pattern_file f(8 << 20);
+  warm(f.path());
+  backing_file cached(f.path(), direct_io::automatic);
+  EXPECT_FALSE(cached.direct()) << "resident share " << cached.resident_share();
+  if (cached.resident_share() < 0) GTEST_SKIP() << "the filesystem refuses O_DIRECT";
+  EXPECT_GE(cached.resident_share(), 0.5);
+
+  drop(f.path());
+  backing_file cold(f.path(), direct_io::automatic);
+  if (cold.resident_share() >= 0.5)
+    GTEST_SKIP() << "the pages stay resident after POSIX_FADV_DONTNEED (tmpfs?)";
+  EXPECT_TRUE(cold.direct()) << "resident share " << cold.resident_share();
+  // Explicit modes are honoured whatever the page cache holds.
+  warm(f.path());
+  EXPECT_TRUE(backing_file(f.path(), direct_io::on).direct());
+  EXPECT_FALSE(backing_file(f.path(), direct_io::off).direct());
 }
