@@ -14,46 +14,24 @@
 #        (apps/graphsage/train.py). Rows go to $OUT/*.json; logs to $OUT.
 # Every step has a timeout; a failed step is logged and the next one runs.
 set -uo pipefail
-root=$(cd "$(dirname "$0")/.." && pwd)
+source "$(dirname "$0")/lib/gpu-study.sh" gpu-engine
 what=${1:-all}
-out=${OUT:-$root/gpu-engine-out}
-mkdir -p "$out"
-build=${BUILD_DIR:-$root/build-gpu}
 py=${PYTHON:-python3}
-status=0
-start=$SECONDS
-log() { echo "[gpu-engine $((SECONDS - start)) s] $*" | tee -a "$out/gpu-engine.log" >&2; }
-# step NAME LIMIT_S CMD...: runs CMD, logs to $out/NAME.log, shows its tail.
-step() {
-  local name=$1 limit=$2
-  shift 2
-  log "$name: up to $limit s"
-  timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  [ $rc = 0 ] || { status=1; log "$name: FAILED (exit $rc$([ $rc = 124 ] && echo ', timed out'))"; }
-  tail -15 "$out/$name.log" >&2
-  return $rc
-}
-
-{
-  nvidia-smi -L; nproc; free -g | head -2
-  git -C "$root" rev-parse HEAD 2>/dev/null
-  "$py" -c "import torch; print('torch', torch.__version__, torch.get_num_threads(), 'threads')"
-} >"$out/machine.log" 2>&1
+machine_log
+"$py" -c "import torch; print('torch', torch.__version__, torch.get_num_threads(), 'threads')" \
+  >>"$out/machine.log" 2>&1
 
 gpu_tests=(gpu_array_read_test gpu_array_write_test gpu_queue_test gpu_checkpoint_test gpu_log_test)
-step configure 90 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE="$(command -v "$py")" &&
-  step build 400 cmake --build "$build" -j "$(nproc)" --target warpstore_python "${gpu_tests[@]}" ||
-  { log "build failed: nothing else can run"; exit 1; }
+GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
+  gpu_build 7 warpstore_python "${gpu_tests[@]}"
 export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
 
 if [ "$what" = all ] || [ "$what" = tests ]; then
   for t in "${gpu_tests[@]}"; do
     bin=$(find "$build/tests" -name "$t" -type f | head -1)
-    step "$t" 150 "$bin"
+    timed "$t" 150 "$bin"
   done
-  step pytest 240 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests"
+  timed pytest 240 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests"
 fi
 
 if [ "$what" = all ] || [ "$what" = stress ]; then
@@ -61,7 +39,7 @@ if [ "$what" = all ] || [ "$what" = stress ]; then
   # controllers, CUDA target over the host controller), 100 s each, then 20
   # interrupts each; the operations add up to concurrency.python.stress.
   run_stress() {  # NAME BACKEND CONTROLLER
-    step "stress-$1" 300 env WARPSTORE_BACKEND="$2" "$py" "$root/bench/python_stress.py" \
+    timed "stress-$1" 300 env WARPSTORE_BACKEND="$2" "$py" "$root/bench/python_stress.py" \
       --ops "${STRESS_OPS:-3000000}" --seconds "${STRESS_S:-100}" --threads 8 --controller "$3" \
       --interrupts 20 --json "$out/stress-$1.json"
   }
@@ -72,16 +50,16 @@ if [ "$what" = all ] || [ "$what" = stress ]; then
 fi
 
 if [ "$what" = all ] || [ "$what" = bench ]; then
-  step engine 120 "$py" "$root/bench/python_engine.py" --json "$out/engine.json"
+  timed engine 120 "$py" "$root/bench/python_engine.py" --json "$out/engine.json"
   # 2 M nodes x 128 float32 (1 GiB, page cache), cache 1/8 of it; the
   # library's defaults and the machine's (no OMP_NUM_THREADS), as a user runs it.
-  step graphsage 200 "$py" "$root/apps/graphsage/train.py" --nodes 2000000 --dim 128 \
+  timed graphsage 200 "$py" "$root/apps/graphsage/train.py" --nodes 2000000 --dim 128 \
     --epochs 2 --batches 30 --test-nodes 10000 --dir /tmp --reuse --json "$out/graphsage.json"
   # Attribution: the same warpstore run with 4 KiB lines (the old default).
-  step graphsage-line4k 120 env WARPSTORE_LINE_SIZE=4096 "$py" "$root/apps/graphsage/train.py" \
+  timed graphsage-line4k 120 env WARPSTORE_LINE_SIZE=4096 "$py" "$root/apps/graphsage/train.py" \
     --nodes 2000000 --dim 128 --epochs 2 --batches 30 --test-nodes 10000 --dir /tmp --reuse \
     --sources warpstore --name graphsage.host.line4k --json "$out/graphsage-line4k.json"
   rm -f /tmp/graphsage-2000000x128.f32
 fi
-log "done, status $status"
+step "done, status $status"
 exit $status

@@ -573,7 +573,27 @@ def _bad_keys():
     ]
 
 
-BAD_KEYS = _bad_keys()
+def _torch_bad():
+    if torch is None:
+        return []
+    return [
+        ("float", torch.tensor([1.0]), TypeError, "indices must be integers, got torch.float32"),
+        ("half", torch.tensor([1.0], dtype=torch.float16), TypeError, "got torch.float16"),
+        ("bfloat16", torch.tensor([1.0], dtype=torch.bfloat16), TypeError, "got torch.bfloat16"),
+        ("bool", torch.tensor([True]), TypeError, "got torch.bool"),
+        ("complex", torch.tensor([1j]), TypeError, "got torch.complex64"),
+        ("meta", torch.empty(3, dtype=torch.int64, device="meta"), ValueError, "'meta' device"),
+        ("past-end", torch.tensor([0, N]), IndexError, f"index {N} (at position 1)"),
+        ("past-start", torch.tensor([-N - 1]), IndexError, f"index {-N - 1}"),
+        ("int32-past-end", torch.tensor([N], dtype=torch.int32), IndexError, f"index {N}"),
+        ("uint64-2**63", torch.tensor([2**63], dtype=torch.uint64), IndexError, str(2**63)),
+    ]
+
+
+
+
+
+BAD_KEYS = _bad_keys() + [("torch-" + c[0],) + tuple(c[1:]) for c in _torch_bad()]
 
 
 @pytest.mark.parametrize("key,exc,fragment", [c[1:] for c in BAD_KEYS], ids=[c[0] for c in BAD_KEYS])
@@ -624,35 +644,6 @@ def test_torch_index_matches_numpy(files, a1, key):
     got = a1[key]
     assert isinstance(got, torch.Tensor) and got.shape == key.shape
     np.testing.assert_array_equal(got.numpy(), files["one_data"][key.numpy().astype(np.int64)])
-
-
-def _torch_bad():
-    if torch is None:
-        return []
-    return [
-        ("float", torch.tensor([1.0]), TypeError, "indices must be integers, got torch.float32"),
-        ("half", torch.tensor([1.0], dtype=torch.float16), TypeError, "got torch.float16"),
-        ("bfloat16", torch.tensor([1.0], dtype=torch.bfloat16), TypeError, "got torch.bfloat16"),
-        ("bool", torch.tensor([True]), TypeError, "got torch.bool"),
-        ("complex", torch.tensor([1j]), TypeError, "got torch.complex64"),
-        ("meta", torch.empty(3, dtype=torch.int64, device="meta"), ValueError, "'meta' device"),
-        ("past-end", torch.tensor([0, N]), IndexError, f"index {N} (at position 1)"),
-        ("past-start", torch.tensor([-N - 1]), IndexError, f"index {-N - 1}"),
-        ("int32-past-end", torch.tensor([N], dtype=torch.int32), IndexError, f"index {N}"),
-        ("uint64-2**63", torch.tensor([2**63], dtype=torch.uint64), IndexError, str(2**63)),
-    ]
-
-
-TORCH_BAD = _torch_bad()
-
-
-@pytest.mark.skipif(torch is None, reason="needs PyTorch")
-@pytest.mark.parametrize("key,exc,fragment", [c[1:] for c in TORCH_BAD], ids=[c[0] for c in TORCH_BAD])
-def test_torch_index_refused(a1, key, exc, fragment):
-    with pytest.raises(exc) as e:
-        a1[key]
-    assert type(e.value) is exc
-    assert fragment in str(e.value)
 
 
 @pytest.mark.gpu

@@ -8,8 +8,12 @@
 #   step TEXT                     a timed heading, also in summary.log
 #   fail TEXT                     a failure: status=1, also in summary.log
 #   machine_log                   GPU, cores, memory and disk into machine.log
-#   gpu_build MINUTES TARGET...   configure (Release, sm_90) and build the
-#                                 targets within MINUTES, or stop the script
+#   gpu_build MINUTES TARGET...   configure (Release, sm_90, plus
+#                                 $GPU_CMAKE_ARGS) and build the targets
+#                                 within MINUTES, or stop the script
+#   timed NAME SECONDS CMD...     CMD under a timeout, its output in
+#                                 $out/NAME.log (the tail shown), a failure
+#                                 recorded with fail
 #   vector_add_run JSON NAME CONTROLLER TRIALS THREADS LOG [WORD...]
 #                                 one `warpstore-bench writes` result (the
 #                                 issue-4 vector add, 1 GiB arrays, 512 MiB
@@ -38,12 +42,22 @@ gpu_build() {
   shift
   step build
   if ! { timeout 30 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-           -DCMAKE_CUDA_ARCHITECTURES=90 -DWARPSTORE_WERROR=OFF &&
+           -DCMAKE_CUDA_ARCHITECTURES=90 -DWARPSTORE_WERROR=OFF ${GPU_CMAKE_ARGS:-} &&
          timeout "$seconds" cmake --build "$build" -j 16 --target "$@"; } >"$out/build.log" 2>&1; then
     tail -40 "$out/build.log" >&2
     echo "$study_name: build failed" | tee -a "$out/summary.log" >&2
     exit 1
   fi
+}
+timed() {
+  local name=$1 limit=$2
+  shift 2
+  step "$name (up to $limit s)"
+  timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  [ $rc = 0 ] || fail "$name (exit $rc$([ $rc = 124 ] && echo ', timed out'))"
+  tail -15 "$out/$name.log" >&2
+  return $rc
 }
 vector_add_run() {
   local json=$1 name=$2 controller=$3 trials=$4 threads=$5 log=$6 word

@@ -117,6 +117,18 @@ TEST(BackingFile, FifoIsRefusedWithoutWaitingForAWriter) {
   EXPECT_TRUE(contains(m, "only regular files and block devices")) << m;
 }
 
+// A small cache and `threads` service threads with as many queues.
+options small_options(std::uint32_t threads, direct_io mode) {
+  options o;
+  o.cache_bytes = 256 << 10;
+  o.ways = 4;
+  o.service_threads = threads;
+  o.queue_pairs = threads;
+  o.queue_depth = 8;
+  o.direct = mode;
+  return o;
+}
+
 TEST(BackingFile, LoopDeviceIsSizedAndRead) {
   test::pattern_file f(4 << 20);
   loop_device loop(f.path());
@@ -128,14 +140,7 @@ TEST(BackingFile, LoopDeviceIsSizedAndRead) {
 
   // The whole read path over the device, O_DIRECT and buffered.
   for (direct_io mode : {direct_io::on, direct_io::off}) {
-    options o;
-    o.cache_bytes = 256 << 10;
-    o.ways = 4;
-    o.service_threads = 2;
-    o.queue_pairs = 2;
-    o.queue_depth = 8;
-    o.direct = mode;
-    array<std::uint64_t> a(loop.path(), 0, o);
+    array<std::uint64_t> a(loop.path(), 0, small_options(2, mode));
     ASSERT_EQ(a.size(), (4u << 20) / 8);
     std::uint64_t wrong = 0;
     for (std::uint64_t i = 0; i < a.size(); i += 97)
@@ -152,13 +157,7 @@ TEST(BackingFile, LoopDeviceWithBlocksLargerThanTheLineIsRefused) {
   backing_file b(loop.path(), direct_io::off);
   if (b.logical_block_size() != 4096)
     GTEST_SKIP() << "losetup -b 4096 gave " << b.logical_block_size() << "-byte blocks";
-  options o;
-  o.cache_bytes = 256 << 10;
-  o.ways = 4;
-  o.service_threads = 1;
-  o.queue_pairs = 1;
-  o.queue_depth = 8;
-  o.direct = direct_io::on;
+  options o = small_options(1, direct_io::on);
   o.line_size = 512;
   try {
     array<std::uint64_t> a(loop.path(), 0, o);
