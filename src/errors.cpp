@@ -74,4 +74,9 @@ std::string message(const error_record& r, const std::string& where) {
 io_error::io_error(const error_record& rec, const std::string& where)
     : std::runtime_error(message(rec, where)), record_(rec) {}
 
+void raise_recorded(const error_record& rec, const std::string& where) {
+  if (rec.kind == error_kind::index_out_of_range) throw index_error(rec, where);
+  throw io_error(rec, where);
+}
+
 }  // namespace warpstore

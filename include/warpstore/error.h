@@ -103,4 +103,8 @@ class file_error : public std::system_error {
 // "generic/LBA out of range (0x0/0x80)" and friends.
 std::string describe(nvme::status st);
 
+// Raises what `rec` recorded: index_error for an index out of range,
+// io_error otherwise. `where` names the file.
+[[noreturn]] void raise_recorded(const error_record& rec, const std::string& where);
+
 }  // namespace warpstore

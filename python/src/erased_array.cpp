@@ -71,10 +71,7 @@ std::uint64_t erased_array::gather(const void* idx, std::uint32_t index_bytes, s
   // A bad index is the caller's error and is what gets reported; the reads
   // the batch did not make cannot have failed, those it made are dropped.
   if (rec.first_bad != no_bad_position) return rec.first_bad;
-  if (rec.errors.count != 0) {
-    if (rec.errors.kind == error_kind::index_out_of_range) throw index_error(rec.errors, base_->path());
-    throw io_error(rec.errors, base_->path());
-  }
+  if (rec.errors.count != 0) raise_recorded(rec.errors, base_->path());
   return no_bad_position;
 }
 

@@ -144,14 +144,10 @@ class py_array {
         a_(std::make_unique<erased_array>(path, rows, row_bytes, word_bytes, offset, opts)) {}
 
   void close() {
-    std::unique_ptr<erased_array> gone;
-    {
-      nb::gil_scoped_release release;
-      gate_pass<true> pass(gate_);
-      gone = std::move(a_);
-      closed_.store(true);
-      gone.reset();  // stops the controller's threads: without the GIL
-    }
+    nb::gil_scoped_release release;  // stopping the controller's threads takes a while
+    gate_pass<true> pass(gate_);
+    a_.reset();
+    closed_.store(true);
   }
   bool closed() const { return closed_.load(); }
   int device() const { return device_; }

@@ -75,8 +75,7 @@ void array_base::check() const {
   if (rec.count == 0) return;
   runtime::memset_device(errors_.get(), 0, sizeof rec);
   const std::string where = controller_->file().path();
-  if (rec.kind == error_kind::index_out_of_range) throw index_error(rec, where);
-  throw io_error(rec, where);
+  raise_recorded(rec, where);
 }
 
 }  // namespace warpstore::detail

@@ -239,10 +239,9 @@ class host_controller::worker {
   bool collect_writes();
   bool post();
   void idle(unsigned& idle_rounds, std::uint64_t& idle_since);
-  bool sleep();
+  bool sleep(std::uint64_t idle_since);
   void loop();
   std::uint64_t watch_nap_ns_ = 0;  // worker 0's current nap (0: awake)
-  std::uint64_t idle_since_ = 0;    // when the current idle stretch began
   void drain() noexcept;
 
   void start(queue_ctx& q, command_ctx& c);
@@ -429,7 +428,7 @@ void host_controller::worker::loop() {
 }
 
 void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_since) {
-  if (idle_rounds == 0) idle_since = idle_since_ = steady_ns();
+  if (idle_rounds == 0) idle_since = steady_ns();
   ++idle_rounds;
   if (inflight_ > 0 || combining_ > 0) {
     // I/O outstanding (ours, or WRITEs at the write thread): wait for a
@@ -465,7 +464,7 @@ void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_si
     return;
   }
   // Woken on purpose: poll again for a while before the next sleep.
-  if (sleep()) idle_rounds = 0;
+  if (sleep(idle_since)) idle_rounds = 0;
 }
 
 // Nothing in flight and nothing new for a while: block. Worker 0 keeps
@@ -473,7 +472,7 @@ void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_si
 // that double up to watch_nap_longest_ns, and wakes the rest when one moved;
 // begin_activity(), wake() and stop wake everyone at once. Returns whether
 // the thread was woken on purpose (not by a timeout).
-bool host_controller::worker::sleep() {
+bool host_controller::worker::sleep(std::uint64_t idle_since) {
   std::unique_lock<std::mutex> lock(owner_.sleep_mutex_);
   if (owner_.stop_.load(std::memory_order_relaxed)) return true;
   const std::uint64_t epoch = owner_.wake_epoch_;
@@ -483,7 +482,7 @@ bool host_controller::worker::sleep() {
   owner_.sleepers_.fetch_add(1, std::memory_order_relaxed);
   if (id_ == 0) {
     const std::uint64_t longest =
-        steady_ns() - idle_since_ < long_quiet_ns ? watch_nap_longest_ns : watch_nap_long_quiet_ns;
+        steady_ns() - idle_since < long_quiet_ns ? watch_nap_longest_ns : watch_nap_long_quiet_ns;
     watch_nap_ns_ = watch_nap_ns_ == 0 ? watch_nap_first_ns : std::min(2 * watch_nap_ns_, longest);
     const bool asked = owner_.sleep_cv_.wait_for(lock, std::chrono::nanoseconds(watch_nap_ns_), woken);
     if (asked) watch_nap_ns_ = 0;  // start the naps short again
