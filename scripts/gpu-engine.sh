@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issues 17 and 15 on the GPU machine in one command, from the checkout:
 #
-#   source .deps/unpack-deps.sh; scripts/gpu-engine.sh [all|tests|stress|bench]
+#   source .deps/unpack-deps.sh; scripts/gpu-engine.sh [all|tests|stress|bench|fetch]...
 #
 # tests: builds the Python extension (both targets) and the GPU test suite
 #        into build-gpu, runs the GPU suite (ctest label gpu) and pytest with
@@ -12,10 +12,13 @@
 # bench: the engine's cost to the process
 #        (bench/python_engine.py), GraphSAGE with the library's defaults
 #        (apps/graphsage/train.py). Rows go to $OUT/*.json; logs to $OUT.
+# fetch: the feature fetch alone (bench/python_fetch.py): warpstore against
+#        memmap and pinned host memory, per batch of rows.
 # Every step has a timeout; a failed step is logged and the next one runs.
 set -uo pipefail
 source "$(dirname "$0")/lib/gpu-study.sh" gpu-engine
-what=${1:-all}
+what=" ${*:-all} "
+want() { [[ $what == *" all "* || $what == *" $1 "* ]]; }
 py=${PYTHON:-python3}
 machine_log
 "$py" -c "import torch; print('torch', torch.__version__, torch.get_num_threads(), 'threads')" \
@@ -26,7 +29,7 @@ GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
   gpu_build 7 warpstore_python "${gpu_tests[@]}"
 export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
 
-if [ "$what" = all ] || [ "$what" = tests ]; then
+if want tests; then
   for t in "${gpu_tests[@]}"; do
     bin=$(find "$build/tests" -name "$t" -type f | head -1)
     timed "$t" 150 "$bin"
@@ -34,7 +37,7 @@ if [ "$what" = all ] || [ "$what" = tests ]; then
   timed pytest 240 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests"
 fi
 
-if [ "$what" = all ] || [ "$what" = stress ]; then
+if want stress; then
   # Three stress processes at once (CPU target over the host and memory
   # controllers, CUDA target over the host controller), 100 s each, then 20
   # interrupts each; the operations add up to concurrency.python.stress.
@@ -49,7 +52,7 @@ if [ "$what" = all ] || [ "$what" = stress ]; then
   for p in $p1 $p2 $p3; do wait $p || status=1; done
 fi
 
-if [ "$what" = all ] || [ "$what" = bench ]; then
+if want bench; then
   timed engine 120 "$py" "$root/bench/python_engine.py" --json "$out/engine.json"
   # 2 M nodes x 128 float32 (1 GiB, page cache), cache 1/8 of it; the
   # library's defaults and the machine's (no OMP_NUM_THREADS), as a user runs it.
@@ -61,5 +64,10 @@ if [ "$what" = all ] || [ "$what" = bench ]; then
     --sources warpstore --name graphsage.host.line4k --json "$out/graphsage-line4k.json"
   rm -f /tmp/graphsage-2000000x128.f32
 fi
+if want fetch; then
+  timed fetch 240 "$py" "$root/bench/python_fetch.py" --json "$out/fetch.json"
+  rm -f /tmp/fetch-2000000x128.f32
+fi
+
 step "done, status $status"
 exit $status
