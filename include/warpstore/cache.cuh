@@ -255,6 +255,15 @@ struct cache_ref {
     return w == ways ? 0u : state(base + w).load(detail::memory_order_relaxed);
   }
 
+  // The slot holding the line of key `k`, or num_lines if the cache holds
+  // none. Only a hint unless the caller holds a pin on that line (a pinned
+  // line keeps its tag).
+  WARPSTORE_HD std::uint32_t find_slot(std::uint64_t k) const {
+    const std::uint32_t base = set_of(k) * ways;
+    const std::uint32_t w = find_way(base, k);
+    return w == ways ? num_lines : base + w;
+  }
+
   // After a write-back: the line is clean and valid again (or, if the WRITE
   // failed, still dirty, so a later flush tries again).
   WARPSTORE_HD void finish_write_back(std::uint32_t slot, bool written) const {

@@ -135,6 +135,49 @@ struct io_ref {
     return st;
   }
 
+  // The halves of read() and write() through queues, for callers that keep
+  // commands in flight across other work (array_ref::prefetch and
+  // post_write_back): take a window of tickets on pair `pair`, post into it,
+  // and later collect. A warp may hold one window at a time: a window is
+  // posted only by lanes that hold no other tickets, and collected before
+  // they take more (otherwise two warps can wait on each other's slots).
+  WARPSTORE_HD std::uint32_t pair_index() const {
+    return detail::locality_id() % queues.count;
+  }
+  WARPSTORE_HD const queue_pair_ref& pair(std::uint32_t i) const { return queues.pairs[i]; }
+  // One atomic for `n` tickets (same n in every lane of `mask`): the first.
+  WARPSTORE_HD static std::uint64_t take_window(const queue_pair_ref& qp, unsigned mask,
+                                                std::uint32_t n) {
+    const unsigned leader = detail::warp::first_lane(mask);
+    std::uint64_t base = 0;
+    if (n != 0 && detail::warp::lane() == leader)
+      base = detail::device_atomic<std::uint64_t>(qp.state->ticket)
+                 .fetch_add(n, detail::memory_order_relaxed);
+    return detail::warp::shfl(mask, base, leader);
+  }
+  WARPSTORE_HD static nvme::status post_read(const queue_pair_ref& qp, bool active,
+                                             const io_request& r, std::uint64_t ticket) {
+    return submit_read(qp, active, r, ticket);
+  }
+  // Warp-collective: lanes with `active` and a successful `posted` wait for
+  // their READ and have its bytes copied into r.dst.
+  WARPSTORE_HD static nvme::status complete_reads(const queue_pair_ref& qp, unsigned mask,
+                                                  bool active, const io_request& r,
+                                                  std::uint64_t ticket, nvme::status posted) {
+    return collect_reads(qp, mask, active, r, ticket, posted);
+  }
+  // Warp-collective: lanes with `active` post a WRITE of r (its bytes are in
+  // staging when this returns, if the pair has staging).
+  WARPSTORE_HD static nvme::status post_write(const queue_pair_ref& qp, unsigned mask,
+                                              bool active, const io_request& r,
+                                              std::uint64_t ticket) {
+    return post_writes(qp, mask, active, r, ticket);
+  }
+  WARPSTORE_HD static nvme::status complete_write(const queue_pair_ref& qp, bool active,
+                                                  std::uint64_t ticket, nvme::status posted) {
+    return collect_write(qp, active, ticket, posted);
+  }
+
  private:
   // Broadcasts lane `src`'s request to the warp.
   WARPSTORE_HD static io_request broadcast(unsigned mask, const io_request& r, unsigned src) {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "warpstore/batch.cuh"
 #include "warpstore/cache.cuh"
 #include "warpstore/detail/line_io.cuh"
 #include "warpstore/detail/platform.cuh"
@@ -216,6 +217,93 @@ struct array_ref {
     return ok && flushed;
   }
 
+  // Asynchronous batches (batch.cuh). Warp-collective like read_span: every
+  // calling lane passes the same `first` and `n`, and the same lanes later
+  // pass their own copies of the ticket to wait() (and release()).
+  //
+  // prefetch posts reads of the lines holding elements [first, first + n)
+  // and returns without waiting for them: a line the cache holds is a hit
+  // (pinned if `pin`), a line it lacks is claimed (the cache's fill: busy,
+  // with this warp as filler) and its READ is posted to the controller; a
+  // line another warp is filling, or one for which no victim was free, is
+  // left to wait(), which looks it up the ordinary way. A victim that was
+  // dirty is written back during the post, as a miss would. wait() collects
+  // the READs (polls their completions, copies staged bytes, publishes the
+  // lines valid), then looks up the deferred lines, and returns true when
+  // every line is in the cache. A failed READ is recorded exactly as a
+  // failed miss is (element index, LBA, status; array::check() raises it),
+  // its line is given up, and wait() returns false; an out-of-range span is
+  // recorded at the post and wait() returns false. Every wait is bounded by
+  // the array's deadline.
+  //
+  // Guarantee after a successful wait: with `pin`, every line of the span is
+  // in the cache and stays there (pinned: not evicted, not refilled) until
+  // release(t); reads of it are hits. Without `pin`, every line was
+  // published in the cache when wait returned, and reads hit unless the
+  // line was evicted since (a cache sized for the working set keeps it).
+  // Pins count against the cache like pin(): size it for the batches held
+  // at once.
+  //
+  // In flight (between prefetch and wait) the warp holds its lines busy and
+  // a window of queue slots (up to half the queue pair's depth). Meanwhile
+  // its lanes must not read or write through this cache lines of the batch
+  // itself (they are not there yet: such a read waits until the deadline)
+  // nor take other queue slots of the same controller (a miss, a flush,
+  // another post): the slots they would wait for may be the ones the batch
+  // holds. Compute on what is already pinned, in shared or global memory,
+  // then wait. One batch in flight per warp; other warps reading the
+  // batch's lines wait for them as for any fill in flight.
+  //
+  // A span longer than one part (32 * batch_ticket::rounds lines for a
+  // warp, rounds lines for a CPU thread, at most half the queue depth)
+  // completes all its parts but the last inside prefetch.
+  WARPSTORE_HD batch_ticket prefetch(std::uint64_t first, std::uint64_t n, bool pin = false) const {
+    return post_batch(first, n, pin ? std::uint8_t{batch_ticket::pin} : std::uint8_t{0});
+  }
+
+  // Posts write-back of the dirty lines among those holding elements
+  // [first, first + n) without waiting (warp-collective like prefetch): each
+  // dirty, idle line is claimed busy (readers wait for it), its WRITE posted
+  // (bytes copied to staging by the warp). wait(t) collects the WRITEs and
+  // marks the lines clean (still dirty on failure, recorded). Lines pinned
+  // or busy when it looks are left for a later flush. Not durable until a
+  // flush. Same rules in flight as prefetch.
+  WARPSTORE_HD batch_ticket post_write_back(std::uint64_t first, std::uint64_t n) const {
+    if (!writable) {
+      batch_ticket t;
+      t.flags = batch_ticket::write | batch_ticket::failed;
+      const unsigned mask = calling_mask();
+      if (detail::warp::rank_in(mask, detail::warp::lane()) == 0) check_writable(first);
+      return t;
+    }
+    return post_batch(first, n, batch_ticket::write);
+  }
+
+  // Completes the batch of `t` (see prefetch); warp-uniform result. Waiting
+  // again is a no-op that returns the same answer.
+  WARPSTORE_HD bool wait(batch_ticket& t) const {
+    const unsigned mask = calling_mask();
+    if (detail::warp::ballot(mask, t.in_flight()) != 0) {
+      const unsigned lanes = detail::warp::popcount(mask);
+      const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
+      complete_part(t, mask, lanes, rank);
+    }
+    return detail::warp::ballot(mask, t.has_failed()) == 0;
+  }
+
+  // Gives back the pins of a waited batch posted with `pin` (waits first if
+  // it was not). A failed batch holds none. Warp-collective like wait.
+  WARPSTORE_HD void release(batch_ticket& t) const {
+    wait(t);
+    const unsigned mask = calling_mask();
+    if (detail::warp::ballot(mask, (t.flags & batch_ticket::pinned) != 0) == 0) return;
+    const unsigned lanes = detail::warp::popcount(mask);
+    const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
+    detail::warp::sync(mask);  // every lane's reads are done before the unpin
+    unpin_lines(t.first_line, t.end_line, lanes, rank);
+    t.flags &= static_cast<std::uint8_t>(~batch_ticket::pinned);
+  }
+
   // The element-type-free view of this array's lines (write-back, flush).
   WARPSTORE_HD detail::line_io lines() const {
     return {cache, io, errors, first_block, end_block, timeout_ns, source};
@@ -287,6 +375,228 @@ struct array_ref {
     return false;
   }
 
+
+  // ---- asynchronous batches (prefetch, post_write_back, wait) ----
+
+  WARPSTORE_HD std::uint64_t element_of_line(const batch_ticket& t, std::uint64_t line) const {
+    const std::uint64_t e = line << elems_per_line_log2;
+    return e < t.first ? t.first : e;
+  }
+
+  // Unpins lines [from, to) of this array, one pin each (the caller holds
+  // them, so their tags are stable).
+  WARPSTORE_HD void unpin_lines(std::uint64_t from, std::uint64_t to, unsigned lanes,
+                                unsigned rank) const {
+    for (std::uint64_t line = from + rank; line < to; line += lanes) {
+      const std::uint32_t slot = cache.find_slot(cache_ref::key(source, line));
+      if (slot < cache.num_lines) cache.release(slot, 1);
+    }
+  }
+
+  WARPSTORE_HD batch_ticket post_batch(std::uint64_t first, std::uint64_t n,
+                                       std::uint8_t kind) const {
+    const unsigned mask = calling_mask();
+    const unsigned lanes = detail::warp::popcount(mask);
+    const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
+    batch_ticket t;
+    t.flags = kind;
+    t.first = first;
+    if (!check_span(first, n, rank)) {
+      t.flags |= batch_ticket::failed;
+      return t;
+    }
+    if (n == 0) return t;
+    if ((kind & batch_ticket::pin) != 0) t.flags |= batch_ticket::pinned;  // until a failure
+    t.first_line = line_of(first);
+    t.end_line = line_of(first + n - 1) + 1;
+    std::uint32_t part = lanes * batch_ticket::rounds;
+    if (io.kind == io_kind::queues) {
+      t.pair = io.pair_index();
+      const std::uint32_t cap = io.pair(t.pair).depth / 2;  // a window never fills a ring
+      part = part < cap ? part : cap;
+    }
+    t.chunk_lines = part;
+    t.chunk_line = t.first_line;
+    for (;;) {
+      post_part(t, mask, lanes, rank);
+      const std::uint64_t end = t.chunk_line + t.chunk_lines;
+      if (end >= t.end_line) break;
+      complete_part(t, mask, lanes, rank);
+      if (detail::warp::ballot(mask, t.has_failed()) != 0) break;
+      t.chunk_line = end;
+    }
+    return t;
+  }
+
+  // Claims the lines of the part starting at t.chunk_line and posts their
+  // commands in one window. Lane `rank` takes line chunk_line + r * lanes +
+  // rank in round r.
+  WARPSTORE_HD void post_part(batch_ticket& t, unsigned mask, unsigned lanes,
+                              unsigned rank) const {
+    const detail::line_io l = lines();
+    const bool write = (t.flags & batch_ticket::write) != 0;
+    const bool pin = (t.flags & batch_ticket::pin) != 0;
+    t.busy = t.deferred = t.held = 0;
+    // Claim. No queue slot is held yet: a dirty victim's write-back may
+    // take some.
+    for (std::uint32_t r = 0; r < batch_ticket::rounds; ++r) {
+      if (r * lanes >= t.chunk_lines) break;  // same in every lane
+      const std::uint32_t pos = r * lanes + rank;
+      const std::uint64_t line = t.chunk_line + pos;
+      const bool want = pos < t.chunk_lines && line < t.end_line;
+      const std::uint64_t k = cache_ref::key(source, line);
+      const std::uint8_t bit = static_cast<std::uint8_t>(1u << r);
+      if (write) {
+        std::uint64_t old_key = 0;
+        if (want && cache.claim_dirty_key(k, t.slots[r], old_key)) t.busy |= bit;
+        continue;
+      }
+      acquire_result a{0, acquire_kind::retry};
+      if (want) a = cache.acquire(k, 1);
+      // As with_line: a line whose eviction is still being written is not
+      // read yet.
+      if (a.kind == acquire_kind::fill && cache.eviction_pending(k)) {
+        cache.cancel_fill(a.slot, 1);
+        a.kind = acquire_kind::retry;
+      }
+      const bool writing_back = a.kind == acquire_kind::write_back;
+      if (want) {
+        t.slots[r] = a.slot;
+        if (a.kind == acquire_kind::fill) {
+          t.busy |= bit;
+          t.held |= bit;
+        } else if (a.kind == acquire_kind::hit) {
+          if (pin)
+            t.held |= bit;
+          else
+            cache.release(a.slot, 1);
+        } else {
+          t.deferred |= bit;
+        }
+      }
+      if (detail::warp::ballot(mask, writing_back) != 0)
+        l.write_back_clustered(mask, writing_back, a.slot, a.old_key);
+    }
+    const bool queued = io.kind == io_kind::queues;
+    std::uint32_t total = 0;
+    if (queued)
+      for (std::uint32_t r = 0; r < batch_ticket::rounds; ++r)
+        total += detail::warp::popcount(detail::warp::ballot(mask, ((t.busy >> r) & 1u) != 0));
+    if (total != 0) t.window = io_ref::take_window(io.pair(t.pair), mask, total);
+    // Post (queues) or execute (memory controller) round by round.
+    std::uint32_t offset = 0;
+    for (std::uint32_t r = 0; r < batch_ticket::rounds; ++r) {
+      if (r * lanes >= t.chunk_lines) break;
+      const std::uint8_t bit = static_cast<std::uint8_t>(1u << r);
+      const bool active = (t.busy & bit) != 0;
+      const unsigned m = detail::warp::ballot(mask, active);
+      if (m == 0) continue;
+      const std::uint64_t line = t.chunk_line + r * lanes + rank;
+      const io_request req = l.request_for(line, t.slots[r]);
+      nvme::status st;
+      if (queued) {
+        const queue_pair_ref& qp = io.pair(t.pair);
+        const std::uint64_t ticket = t.window + offset + detail::warp::rank_in(m, detail::warp::lane());
+        st = write ? io_ref::post_write(qp, mask, active, req, ticket)
+                   : io_ref::post_read(qp, active, req, ticket);
+        offset += detail::warp::popcount(m);
+        if (active && !st.success()) finish_line(t, r, line, req, st);  // never posted
+      } else {
+        st = write ? io.write(mask, active, req) : io.read(mask, active, req);
+        if (active) finish_line(t, r, line, req, st);
+      }
+    }
+    if (detail::warp::ballot(mask, t.busy != 0 || t.deferred != 0) != 0)
+      t.flags |= batch_ticket::pending;
+  }
+
+  // A line's command is over (or never went out): publish or give it up.
+  WARPSTORE_HD void finish_line(batch_ticket& t, std::uint32_t r, std::uint64_t line,
+                                const io_request& req, nvme::status st) const {
+    const std::uint8_t bit = static_cast<std::uint8_t>(1u << r);
+    const std::uint32_t slot = t.slots[r];
+    t.busy &= static_cast<std::uint8_t>(~bit);
+    if ((t.flags & batch_ticket::write) != 0) {
+      cache.finish_write_back(slot, st.success());
+      if (!st.success()) {
+        errors->record_failed(source, st, element_of_line(t, line), req.slba);
+        t.flags |= batch_ticket::failed;
+      }
+      return;
+    }
+    if (st.success()) {
+      cache.publish(slot, req.blocks << nvme::block_shift);
+      if ((t.flags & batch_ticket::pin) == 0) {
+        cache.release(slot, 1);
+        t.held &= static_cast<std::uint8_t>(~bit);
+      }
+      return;
+    }
+    cache.abandon(slot);
+    errors->record_failed(source, st, element_of_line(t, line), req.slba);
+    cache.release(slot, 1);
+    t.held &= static_cast<std::uint8_t>(~bit);
+    t.flags |= batch_ticket::failed;
+  }
+
+  // Collects the part in flight: its own commands first (they depend on no
+  // other warp), then the deferred lines the ordinary way.
+  WARPSTORE_HD void complete_part(batch_ticket& t, unsigned mask, unsigned lanes,
+                                  unsigned rank) const {
+    const detail::line_io l = lines();
+    const bool write = (t.flags & batch_ticket::write) != 0;
+    const bool pin = (t.flags & batch_ticket::pin) != 0;
+    if (io.kind == io_kind::queues) {
+      const queue_pair_ref& qp = io.pair(t.pair);
+      std::uint32_t offset = 0;
+      for (std::uint32_t r = 0; r < batch_ticket::rounds; ++r) {
+        if (r * lanes >= t.chunk_lines) break;
+        const std::uint8_t bit = static_cast<std::uint8_t>(1u << r);
+        const bool active = (t.busy & bit) != 0;
+        const unsigned m = detail::warp::ballot(mask, active);
+        if (m == 0) continue;
+        const std::uint64_t line = t.chunk_line + r * lanes + rank;
+        const io_request req = l.request_for(line, t.slots[r]);
+        const std::uint64_t ticket = t.window + offset + detail::warp::rank_in(m, detail::warp::lane());
+        offset += detail::warp::popcount(m);
+        const nvme::status st =
+            write ? io_ref::complete_write(qp, active, ticket, nvme::status::ok())
+                  : io_ref::complete_reads(qp, mask, active, req, ticket, nvme::status::ok());
+        if (active) finish_line(t, r, line, req, st);
+      }
+    }
+    for (std::uint32_t r = 0; r < batch_ticket::rounds; ++r) {
+      if (r * lanes >= t.chunk_lines) break;
+      const std::uint8_t bit = static_cast<std::uint8_t>(1u << r);
+      const bool active = (t.deferred & bit) != 0;
+      if (detail::warp::ballot(mask, active) == 0) continue;
+      const std::uint64_t line = t.chunk_line + r * lanes + rank;
+      const detail::line_grant g =
+          with_line<true>(mask, active, line, element_of_line(t, line), [](std::uint32_t) {});
+      if (!active) continue;
+      if (g.ok && pin) {
+        t.slots[r] = g.slot;
+        t.held |= bit;
+      } else if (g.pins != 0) {
+        cache.release(g.slot, g.pins);
+      }
+      if (!g.ok) t.flags |= batch_ticket::failed;
+    }
+    t.busy = t.deferred = 0;
+    t.flags &= static_cast<std::uint8_t>(~batch_ticket::pending);
+    // A failed batch holds no pins: give back this part's and the earlier
+    // parts' (every line of those is pinned once).
+    if (detail::warp::ballot(mask, t.has_failed()) != 0) {
+      t.flags |= batch_ticket::failed;
+      t.flags &= static_cast<std::uint8_t>(~batch_ticket::pinned);
+      if (pin) {
+        for (std::uint32_t r = 0; r < batch_ticket::rounds; ++r)
+          if ((t.held >> r) & 1u) cache.release(t.slots[r], 1);
+        unpin_lines(t.first_line, t.chunk_line, lanes, rank);
+      }
+      t.held = 0;
+    }
+  }
 
   // The read path of DESIGN.md: coalesce, probe, claim, fill, publish. Every
   // lane of `mask` calls; lanes with `want` get the line pinned and call
