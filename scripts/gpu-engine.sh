@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issues 17 and 15 on the GPU machine in one command, from the checkout:
 #
-#   source .deps/unpack-deps.sh; scripts/gpu-engine.sh [all|tests|stress|bench|fetch]...
+#   source .deps/unpack-deps.sh; scripts/gpu-engine.sh [all|tests|stress|bench|cold|fetch]...
 #
 # tests: builds the Python extension (both targets) and the GPU test suite
 #        into build-gpu, runs the GPU suite (ctest label gpu) and pytest with
@@ -12,6 +12,8 @@
 # bench: the engine's cost to the process
 #        (bench/python_engine.py), GraphSAGE with the library's defaults
 #        (apps/graphsage/train.py). Rows go to $OUT/*.json; logs to $OUT.
+# cold: GraphSAGE over 7.6 GiB of features, every epoch cold, against memmap
+#        and the device's random 4 KiB read rate (about 6 minutes);
 # fetch: the feature fetch alone (bench/python_fetch.py): warpstore against
 #        memmap and pinned host memory, per batch of rows.
 # Every step has a timeout; a failed step is logged and the next one runs.
@@ -26,7 +28,7 @@ machine_log
 
 gpu_tests=(gpu_array_read_test gpu_array_write_test gpu_queue_test gpu_checkpoint_test gpu_log_test)
 GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
-  gpu_build 7 warpstore_python "${gpu_tests[@]}"
+  gpu_build 7 warpstore_python "${gpu_tests[@]}" $(want cold && echo warpstore-bench)
 export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
 
 if want tests; then
@@ -55,15 +57,39 @@ fi
 if want bench; then
   timed engine 120 "$py" "$root/bench/python_engine.py" --json "$out/engine.json"
   # 2 M nodes x 128 float32 (1 GiB, page cache), cache 1/8 of it; the
-  # library's defaults and the machine's (no OMP_NUM_THREADS), as a user runs it.
-  timed graphsage 200 "$py" "$root/apps/graphsage/train.py" --nodes 2000000 --dim 128 \
-    --epochs 2 --batches 30 --test-nodes 10000 --dir /tmp --reuse --json "$out/graphsage.json"
-  # Attribution: the same warpstore run with 4 KiB lines (the old default).
-  timed graphsage-line4k 120 env WARPSTORE_LINE_SIZE=4096 "$py" "$root/apps/graphsage/train.py" \
-    --nodes 2000000 --dim 128 --epochs 2 --batches 30 --test-nodes 10000 --dir /tmp --reuse \
-    --sources warpstore --name graphsage.host.line4k --json "$out/graphsage-line4k.json"
+  # library's defaults and the machine's (no OMP_NUM_THREADS), as a user runs
+  # it: neighbors sampled on the GPU, features fetched one batch ahead.
+  gs=("$py" "$root/apps/graphsage/train.py" --nodes 2000000 --dim 128 --epochs 2 --batches 30
+      --test-nodes 10000 --dir /tmp --reuse)
+  timed graphsage 200 "${gs[@]}" --json "$out/graphsage.json"
+  # Attribution: without fetch-ahead; and as before this work (CPU sampler,
+  # no fetch-ahead).
+  timed graphsage-sync 150 "${gs[@]}" --fetch-ahead off --sources warpstore,memmap \
+    --name graphsage.host.sync --json "$out/graphsage-sync.json"
+  timed graphsage-cpu-sampler 150 "${gs[@]}" --fetch-ahead off --sampler cpu \
+    --sources warpstore,memmap --name graphsage.host.cpu_sampler \
+    --json "$out/graphsage-cpu-sampler.json"
   rm -f /tmp/graphsage-2000000x128.f32
 fi
+
+if want cold; then
+  # 16 M nodes x 128 float32 (7.6 GiB) with every epoch started cold (pages
+  # dropped, warpstore's cache emptied); direct="auto", the default, as a
+  # user's cold file gets. Then the same without fetch-ahead for the fetch
+  # rate, and the device's random 4 KiB O_DIRECT io_uring rate.
+  cs=("$py" "$root/apps/graphsage/train.py" --nodes 16000000 --dim 128 --epochs 2 --batches 3
+      --test-nodes 2000 --dir /tmp --reuse --cold --direct auto)
+  timed graphsage-cold 420 "${cs[@]}" --sources warpstore,memmap --name graphsage.cold \
+    --json "$out/graphsage-cold.json"
+  timed graphsage-cold-sync 200 "${cs[@]}" --sources warpstore --fetch-ahead off \
+    --name graphsage.cold.sync --json "$out/graphsage-cold-sync.json"
+  rm -f /tmp/graphsage-16000000x128.f32
+  timed device-4k 150 "$build/bench/warpstore-bench" ceilings --only uring --direct on \
+    --request 4K --requests 200K --cpu-threads 8,16 --depth 128 --file /tmp/ws-ceiling.dat \
+    --file-size 8GiB --no-warm --json "$out/device-4k.json"
+  rm -f /tmp/ws-ceiling.dat
+fi
+
 if want fetch; then
   timed fetch 240 "$py" "$root/bench/python_fetch.py" --json "$out/fetch.json"
   rm -f /tmp/fetch-2000000x128.f32

@@ -2,13 +2,22 @@
 
 #include "warpstore/detail/parse_size.h"
 
+#include <algorithm>
 #include <bit>
 #include <cctype>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace warpstore {
+
+std::uint32_t default_service_threads() {
+  // Measured on the 16-core H100 machine (bench/python_fetch.py, 13 K rows
+  // of 512 B per gather from the page cache): 4 threads 3.0 ms, 8 threads
+  // 2.05 ms, 16 threads 2.6 ms.
+  return std::clamp(std::thread::hardware_concurrency() / 2, 1u, 8u);
+}
 
 namespace {
 std::string lower(std::string s) {

@@ -17,6 +17,10 @@ enum class delivery {
   copy_engine,  // controller pushes staging into the cache line with cudaMemcpyAsync
 };
 
+// Service threads per host controller unless set: half the machine's
+// cores, 1 to 8 (they sleep whenever nothing is in flight).
+std::uint32_t default_service_threads();
+
 struct options {
   // Cache (WARPSTORE_CACHE_BYTES, WARPSTORE_LINE_SIZE, WARPSTORE_CACHE_WAYS).
   std::size_t cache_bytes = std::size_t{1} << 30;
@@ -27,7 +31,7 @@ struct options {
   // Host controller (WARPSTORE_THREADS, WARPSTORE_QUEUES, WARPSTORE_QUEUE_DEPTH,
   // WARPSTORE_DIRECT = off | auto | on, WARPSTORE_DELIVERY = pull | copy,
   // WARPSTORE_URING_DEPTH).
-  std::uint32_t service_threads = 4;
+  std::uint32_t service_threads = default_service_threads();
   std::uint32_t queue_pairs = 0;  // 0: one per multiprocessor (capped at 128)
   std::uint32_t queue_depth = 256;  // power of two, 2 to 4096
   direct_io direct = direct_io::automatic;

@@ -7,6 +7,20 @@
 
 namespace warpstore::python {
 
+namespace {
+// Ends an activity begun by erased_array::start, however finish leaves.
+class activity_end {
+ public:
+  explicit activity_end(controller& c) : c_(c) {}
+  ~activity_end() { c_.end_activity(); }
+  activity_end(const activity_end&) = delete;
+  activity_end& operator=(const activity_end&) = delete;
+
+ private:
+  controller& c_;
+};
+}  // namespace
+
 erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
                            std::uint32_t word_bytes, std::uint64_t byte_offset,
                            const options& opts)
@@ -48,24 +62,54 @@ void erased_array::give_back(call_slot s) const {
 std::uint64_t erased_array::gather(const void* idx, std::uint32_t index_bytes, std::uint64_t n,
                                    void* out, std::uintptr_t stream,
                                    const interrupt_poll& poll) const {
+  started s = start(idx, index_bytes, n, out, stream, poll);
+  return finish(s, poll);
+}
+
+erased_array::started erased_array::start(const void* idx, std::uint32_t index_bytes,
+                                          std::uint64_t n, void* out, std::uintptr_t stream,
+                                          const interrupt_poll& poll) const {
   if (index_bytes != 4 && index_bytes != 8)
     throw std::invalid_argument("indices must be 32- or 64-bit integers");
-  if (n == 0) return no_bad_position;
+  started s;
+  if (n == 0) return s;
   // The service threads poll at full speed while the call runs, and sleep
-  // soon after it.
-  const activity_scope busy(*base_->shared_controller());
-  const call_slot slot = take_slot();
-  call_record rec{};
+  // soon after it (finish ends the activity).
+  base_->shared_controller()->begin_activity();
   try {
-    run_gather(*this, idx, index_bytes, n, out, stream, slot, poll);
-    rec = *slot.host;
+    s.slot = take_slot();
   } catch (...) {
-    // The slot's record may be in any state; a fresh one serves the next call.
-    call_slot s = slot;
-    destroy_call_slot(s);
+    base_->shared_controller()->end_activity();
     throw;
   }
-  give_back(slot);
+  s.live = true;
+  try {
+    launch_gather(*this, idx, index_bytes, n, out, stream, s.slot, poll);
+  } catch (...) {
+    // The slot's record may be in any state; a fresh one serves the next call.
+    destroy_call_slot(s.slot);
+    s.live = false;
+    base_->shared_controller()->end_activity();
+    throw;
+  }
+  return s;
+}
+
+bool erased_array::done(const started& s) const { return !s.live || gather_done(s.slot); }
+
+std::uint64_t erased_array::finish(started& s, const interrupt_poll& poll) const {
+  if (!s.live) return no_bad_position;
+  s.live = false;
+  const activity_end end(*base_->shared_controller());
+  call_record rec{};
+  try {
+    wait_gather(s.slot, poll);
+    rec = *s.slot.host;
+  } catch (...) {
+    destroy_call_slot(s.slot);
+    throw;
+  }
+  give_back(s.slot);
   base_->shared_controller()->check();
   if (rec.cancel != 0) throw cancelled();
   // A bad index is the caller's error and is what gets reported; the reads

@@ -75,6 +75,20 @@ class erased_array {
   std::uint64_t gather(const void* idx, std::uint32_t index_bytes, std::uint64_t n, void* out,
                        std::uintptr_t stream, const interrupt_poll& poll = {}) const;
 
+  // gather in two halves, for callers that go on while the rows arrive:
+  // start() queues the gather (on the GPU target it returns before the rows
+  // are in; the service threads stay awake until finish), and finish()
+  // waits for it and returns or raises what gather would. Every started
+  // gather must be finished exactly once.
+  struct started {
+    call_slot slot;
+    bool live = false;  // started and not yet finished
+  };
+  started start(const void* idx, std::uint32_t index_bytes, std::uint64_t n, void* out,
+                std::uintptr_t stream, const interrupt_poll& poll = {}) const;
+  std::uint64_t finish(started& s, const interrupt_poll& poll = {}) const;
+  bool done(const started& s) const;  // never blocks
+
  private:
   call_slot take_slot() const;
   void give_back(call_slot s) const;
@@ -93,9 +107,17 @@ bool target_available();
 // resources, and runs one gather with them, leaving its record in slot.host.
 call_slot make_call_slot();
 void destroy_call_slot(call_slot& s) noexcept;
-void run_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
-                std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
-                const interrupt_poll& poll);
+// launch_gather starts one gather with a slot's resources: on the GPU
+// target it is queued on `stream` and the slot's event marks its end, so it
+// returns at once; the CPU target runs it whole (polling `poll`) before
+// returning. wait_gather waits for the slot's gather (GPU: for the event,
+// polling `poll`), after which slot.host holds its record.
+void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
+                   std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
+                   const interrupt_poll& poll);
+void wait_gather(const call_slot& slot, const interrupt_poll& poll);
+// Whether the slot's gather has ended (never blocks).
+bool gather_done(const call_slot& slot);
 
 }  // namespace warpstore::python
 

@@ -100,9 +100,10 @@ void gather_typed(const erased_array& ea, const I* idx, std::uint64_t n, W* out,
 
 }  // namespace
 
-void run_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
-                std::uint64_t n, void* out, std::uintptr_t, const call_slot& slot,
-                const interrupt_poll& poll) {
+// The CPU target runs the whole gather at launch: nothing is left to wait for.
+void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
+                   std::uint64_t n, void* out, std::uintptr_t, const call_slot& slot,
+                   const interrupt_poll& poll) {
   call_record& rec = *slot.device;
   rec = call_record{};
   rec.first_bad = no_bad_position;
@@ -113,6 +114,9 @@ void run_gather(const erased_array& a, const void* idx, std::uint32_t index_byte
       gather_typed(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), rec, poll);
   });
 }
+
+void wait_gather(const call_slot&, const interrupt_poll&) {}
+bool gather_done(const call_slot&) { return true; }
 
 }  // namespace warpstore::python
 

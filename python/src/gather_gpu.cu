@@ -124,9 +124,9 @@ bool wait_interruptibly(cudaEvent_t ev, const call_slot& slot, const interrupt_p
 
 }  // namespace
 
-void run_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
-                std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
-                const interrupt_poll& poll) {
+void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
+                   std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
+                   const interrupt_poll&) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   call_record* rec = slot.device;
   WARPSTORE_CUDA_TRY(cudaMemsetAsync(rec, 0, sizeof *rec, s));
@@ -138,13 +138,21 @@ void run_gather(const erased_array& a, const void* idx, std::uint32_t index_byte
       launch(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), s, rec);
   });
   WARPSTORE_CUDA_TRY(cudaMemcpyAsync(slot.host, rec, sizeof *rec, cudaMemcpyDeviceToHost, s));
-  const auto ev = static_cast<cudaEvent_t>(slot.event);
-  WARPSTORE_CUDA_TRY(cudaEventRecord(ev, s));
-  // Errors are raised here, not later: the caller's stream waits for the gather.
+  WARPSTORE_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(slot.event), s));
+}
+
+void wait_gather(const call_slot& slot, const interrupt_poll& poll) {
   // A cancel that raced with the end of the gather lands before the slot
   // is used again (the next call's memset must not be overtaken by it).
-  if (wait_interruptibly(ev, slot, poll))
+  if (wait_interruptibly(static_cast<cudaEvent_t>(slot.event), slot, poll))
     WARPSTORE_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(slot.cancel_stream)));
+}
+
+bool gather_done(const call_slot& slot) {
+  const cudaError_t e = cudaEventQuery(static_cast<cudaEvent_t>(slot.event));
+  if (e == cudaErrorNotReady) return false;
+  if (e != cudaSuccess) WARPSTORE_CUDA_TRY(e);
+  return true;
 }
 
 }  // namespace warpstore::python

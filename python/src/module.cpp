@@ -132,6 +132,19 @@ struct signal_poll {
   }
 };
 
+// A gather started by gather_async: owned jointly by the Python handle
+// (py_pending) and by its array, which finishes it at close() or
+// clear_cache() if nobody waited. Finished exactly once, under m.
+struct pending_call {
+  std::mutex m;
+  erased_array::started call;
+  bool finished = false;
+  bool orphaned = false;   // the handle is gone: an error goes to the array's next call
+  bool reported = false;   // its error was raised
+  std::uint64_t first_bad = python::no_bad_position;
+  std::exception_ptr error;
+};
+
 // An open array as Python sees it. Gathers from several threads run at
 // once; close() and clear_cache() wait for the calls in flight, and calls
 // after close() raise ValueError. Nothing a call uses is freed under it.
@@ -145,6 +158,7 @@ class py_array {
 
   void close() {
     nb::gil_scoped_release release;  // stopping the controller's threads takes a while
+    settle_pending(true);
     gate_pass<true> pass(gate_);
     a_.reset();
     closed_.store(true);
@@ -156,27 +170,16 @@ class py_array {
   // out-of-range index, or -1.
   std::int64_t gather(nb::ndarray<nb::ro, nb::c_contig> idx, nb::ndarray<nb::c_contig> out,
                       std::uintptr_t stream) {
-    if (idx.ndim() != 1) throw std::invalid_argument("indices must be one-dimensional");
-    const nb::dlpack::dtype t = idx.dtype();
-    if (t.code != static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int) ||
-        (t.bits != 32 && t.bits != 64) || t.lanes != 1)
-      throw nb::type_error("indices must be int32 or int64");
-    if (idx.device_type() != out.device_type() || idx.device_id() != out.device_id())
-      throw std::invalid_argument("indices and output must be on the same device");
+    const std::uint32_t index_bytes = check_indices(idx, out);
     const std::uint64_t n = idx.shape(0);
-    const std::uint32_t index_bytes = t.bits / 8;
     std::uint64_t first_bad = python::no_bad_position;
     signal_poll poll;
     try {
       nb::gil_scoped_release release;
+      settle_pending(false);
       gate_pass<false> pass(gate_);
       const erased_array& a = open_array();
-      if (out.nbytes() != n * a.row_bytes())
-        throw std::invalid_argument("output holds " + std::to_string(out.nbytes()) +
-                                    " bytes, the gather needs " + std::to_string(n * a.row_bytes()));
-      if (reinterpret_cast<std::uintptr_t>(out.data()) % a.word_bytes() != 0)
-        throw std::invalid_argument("output is not aligned to " + std::to_string(a.word_bytes()) +
-                                    " bytes");
+      check_output(a, out, n);
       if (n != 0) {
         const python::interrupt_poll p = std::ref(poll);
         if (!runtime::gpu_build()) {
@@ -201,6 +204,62 @@ class py_array {
     }
     if (poll.raised) throw std::move(*poll.raised);  // Ctrl-C wins over the result
     return first_bad == python::no_bad_position ? -1 : static_cast<std::int64_t>(first_bad);
+  }
+
+  // Starts gathering rows idx (CUDA memory, on this array's device) into
+  // out on `stream` and returns at once; the handle's wait() ends it. On
+  // the CPU target the gather runs whole before this returns.
+  std::shared_ptr<pending_call> gather_async(nb::ndarray<nb::ro, nb::c_contig> idx,
+                                             nb::ndarray<nb::c_contig> out, std::uintptr_t stream) {
+    const std::uint32_t index_bytes = check_indices(idx, out);
+    const std::uint64_t n = idx.shape(0);
+    if (runtime::gpu_build() && (idx.device_type() != nb::device::cuda::value ||
+                                 idx.device_id() != device_))
+      throw std::invalid_argument("gather_async takes indices on the array's device (cuda:" +
+                                  std::to_string(device_) + ")");
+    if (!runtime::gpu_build() && !on_host(idx))
+      throw std::invalid_argument("this is the CPU target: indices must be CPU tensors");
+    auto p = std::make_shared<pending_call>();
+    signal_poll poll;
+    try {
+      nb::gil_scoped_release release;
+      settle_pending(false);
+      gate_.enter_shared();
+      try {
+        const erased_array& a = open_array();
+        check_output(a, out, n);
+        p->call = a.start(idx.data(), index_bytes, n, out.data(), stream, std::ref(poll));
+      } catch (...) {
+        gate_.leave_shared();
+        throw;
+      }
+      std::lock_guard<std::mutex> lock(pending_m_);
+      pending_.push_back(p);
+    } catch (...) {
+      if (!poll.raised) throw;
+    }
+    if (poll.raised) throw std::move(*poll.raised);
+    return p;
+  }
+
+  // Ends a gather_async call (waiting for it, interruptibly with `poll`);
+  // keeps its result or error in p. Idempotent.
+  void finish(pending_call& p, const python::interrupt_poll& poll) {
+    std::lock_guard<std::mutex> lock(p.m);
+    if (p.finished) return;
+    try {
+      p.first_bad = a_->finish(p.call, poll);  // a_ lives: p holds the gate
+    } catch (...) {
+      p.error = std::current_exception();
+    }
+    p.finished = true;
+    gate_.leave_shared();
+    std::lock_guard<std::mutex> plock(pending_m_);
+    std::erase_if(pending_, [&](const auto& q) { return q.get() == &p; });
+  }
+  bool done(pending_call& p) {
+    std::lock_guard<std::mutex> lock(p.m);
+    return p.finished || a_->done(p.call);
   }
 
   nb::dict stats() {
@@ -251,8 +310,65 @@ class py_array {
   // reset as a whole, so it waits for the gathers in flight.
   void clear_cache() {
     nb::gil_scoped_release release;
+    settle_pending(true);
     gate_pass<true> pass(gate_);
     open_array().base().cache().clear();
+  }
+
+ private:
+  static std::uint32_t check_indices(const nb::ndarray<nb::ro, nb::c_contig>& idx,
+                                     const nb::ndarray<nb::c_contig>& out) {
+    if (idx.ndim() != 1) throw std::invalid_argument("indices must be one-dimensional");
+    const nb::dlpack::dtype t = idx.dtype();
+    if (t.code != static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int) ||
+        (t.bits != 32 && t.bits != 64) || t.lanes != 1)
+      throw nb::type_error("indices must be int32 or int64");
+    if (idx.device_type() != out.device_type() || idx.device_id() != out.device_id())
+      throw std::invalid_argument("indices and output must be on the same device");
+    return t.bits / 8;
+  }
+  static void check_output(const erased_array& a, const nb::ndarray<nb::c_contig>& out,
+                           std::uint64_t n) {
+    if (out.nbytes() != n * a.row_bytes())
+      throw std::invalid_argument("output holds " + std::to_string(out.nbytes()) +
+                                  " bytes, the gather needs " + std::to_string(n * a.row_bytes()));
+    if (reinterpret_cast<std::uintptr_t>(out.data()) % a.word_bytes() != 0)
+      throw std::invalid_argument("output is not aligned to " + std::to_string(a.word_bytes()) +
+                                  " bytes");
+  }
+
+  // Finishes gather_async calls: every one (block: before close() or
+  // clear_cache() wait for the gate), or only those already done. The
+  // error of one whose handle was dropped unwaited is raised here, once.
+  void settle_pending(bool block) {
+    std::vector<std::shared_ptr<pending_call>> calls;
+    {
+      std::lock_guard<std::mutex> lock(pending_m_);
+      calls = pending_;
+    }
+    std::exception_ptr orphan_error;
+    for (const auto& p : calls) {
+      if (!block && !done(*p)) continue;
+      finish(*p, {});
+      std::lock_guard<std::mutex> lock(p->m);
+      if (!p->orphaned || p->reported || orphan_error) continue;
+      p->reported = true;
+      if (p->error)
+        orphan_error = p->error;
+      else if (p->first_bad != python::no_bad_position)
+        orphan_error = std::make_exception_ptr(nb::index_error(
+            (path_ + ": a gather_async whose handle was dropped unwaited held an index out of "
+                     "range (at position " + std::to_string(p->first_bad) + ")")
+                .c_str()));
+    }
+    if (orphan_error && !block) std::rethrow_exception(orphan_error);
+  }
+
+ public:
+  // The handle is gone: a later call (or close) finishes the gather.
+  void orphan(const std::shared_ptr<pending_call>& p) {
+    std::lock_guard<std::mutex> lock(p->m);
+    p->orphaned = true;
   }
 
  private:
@@ -282,6 +398,44 @@ class py_array {
   call_gate gate_;
   std::unique_ptr<erased_array> a_;  // null once closed; read under gate_
   std::atomic<bool> closed_{false};
+  std::mutex pending_m_;
+  std::vector<std::shared_ptr<pending_call>> pending_;  // gather_async calls not yet finished
+};
+
+// What gather_async returns to Python. Keeps its array alive (keep_alive).
+class py_pending {
+ public:
+  py_pending(py_array& a, std::shared_ptr<pending_call> p) : a_(&a), p_(std::move(p)) {}
+  ~py_pending() {
+    if (p_) a_->orphan(p_);
+  }
+  py_pending(const py_pending&) = delete;
+  py_pending& operator=(const py_pending&) = delete;
+
+  // Waits for the gather (Ctrl-C cancels it); returns the first position
+  // holding an out-of-range index, or -1; raises a failed read's error.
+  std::int64_t wait() {
+    signal_poll poll;
+    {
+      nb::gil_scoped_release release;
+      a_->finish(*p_, std::ref(poll));
+    }
+    if (poll.raised) throw std::move(*poll.raised);
+    std::lock_guard<std::mutex> lock(p_->m);
+    if (p_->error) {
+      p_->reported = true;
+      std::rethrow_exception(p_->error);
+    }
+    return p_->first_bad == python::no_bad_position ? -1 : static_cast<std::int64_t>(p_->first_bad);
+  }
+  bool done() {
+    nb::gil_scoped_release release;
+    return a_->done(*p_);
+  }
+
+ private:
+  py_array* a_;
+  std::shared_ptr<pending_call> p_;
 };
 
 // A message as Python text: paths in it may not be UTF-8 (they are bytes
@@ -354,12 +508,24 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
                                  make_options(cache, line, ctl, thr, timeout_ms, direct));
            })
       .def("gather", &py_array::gather, nb::arg("idx"), nb::arg("out"), nb::arg("stream") = 0)
+      .def(
+          "gather_async",
+          [](py_array& a, nb::ndarray<nb::ro, nb::c_contig> idx, nb::ndarray<nb::c_contig> out,
+             std::uintptr_t stream) {
+            return new py_pending(a, a.gather_async(idx, out, stream));
+          },
+          nb::arg("idx"), nb::arg("out"), nb::arg("stream") = 0, nb::keep_alive<0, 1>(),
+          nb::rv_policy::take_ownership)
       .def("stats", &py_array::stats)
       .def("reset_stats", &py_array::reset_stats)
       .def("clear_cache", &py_array::clear_cache)
       .def("close", &py_array::close)
       .def_prop_ro("closed", &py_array::closed)
       .def_prop_ro("device", &py_array::device);
+
+  nb::class_<py_pending>(m, "PendingGather")
+      .def("wait", &py_pending::wait)
+      .def("done", &py_pending::done);
 
 #if WARPSTORE_PY_GPU
   m.def(

@@ -10,6 +10,7 @@ import numpy as np
 
 from . import settings as _settings
 from ._backend import backend as _backend
+from ._backend import check_cuda_process as _check_cuda_process
 
 # dtype name -> bytes per element (bfloat16 exists in PyTorch only)
 _ITEMSIZE = {
@@ -136,6 +137,7 @@ class Array:
         self._row_shape = self._shape[1:]
         self._row_bytes = _ITEMSIZE[self._dtype_name] * math.prod(self._row_shape)
         self._backend = _backend(backend)
+        _check_cuda_process(self._backend)
         self._impl = self._backend.Array(
             os.fsencode(path), self._shape[0], self._row_bytes, _word_bytes(self._row_bytes), offset, cache,
             line_size, controller, threads, int(round(deadline * 1000)), direct)
@@ -222,6 +224,37 @@ class Array:
         if kind == "cupy":
             return self._gather_cupy(idx)
         return self._gather_numpy(idx)
+
+    def gather_async(self, idx):
+        """Starts gathering rows ``idx`` and returns a :class:`Pending` at once.
+
+        With a CUDA index tensor the gather is queued on the current CUDA
+        stream and nothing on the host waits for it: work queued later on
+        that stream sees the rows (``pending.tensor``), and the I/O runs
+        while the caller goes on (samples the next batch, trains on the last
+        one). ``pending.wait()`` returns the rows and raises what ``gather``
+        would (IndexError, OSError); a handle dropped unwaited raises its
+        error at the array's next call. Other index types (NumPy, CPU
+        tensors, the CPU target) gather at once and return a finished handle.
+        """
+        self._check_process()
+        import torch
+
+        if (_framework(idx) != "torch" or not idx.is_cuda or self._impl.device < 0):
+            return Pending.ready(self.gather(idx))
+        flat, out, view, stream = self._torch_call(idx)
+        try:
+            impl = self._impl.gather_async(flat.detach(), view, stream)
+        except OSError as e:
+            self._raise_if_shrunk(e)
+            raise
+        return Pending(self, impl, flat, out, view, tuple(idx.shape), torch.cuda.current_stream(flat.device))
+
+    def prefetch(self, idx):
+        """Brings rows ``idx`` into the cache without returning them: a
+        :meth:`gather_async` whose rows are dropped. Returns the Pending
+        (``wait()`` raises what a gather would)."""
+        return self.gather_async(idx)
 
     def __getitem__(self, key):
         self._check_process()
@@ -313,6 +346,19 @@ class Array:
         return a.astype(np.int64)
 
     def _gather_torch(self, idx):
+        flat, out, view, stream = self._torch_call(idx)
+        self._run(flat.detach(), view, stream, lambda p: int(flat[p]))
+        return self._torch_result(out, view, tuple(idx.shape))
+
+    def _torch_result(self, out, view, shape):
+        if self._swap and out.numel():
+            u = view.view(-1, _swap_unit(self._dtype_name))
+            u.copy_(u.flip(-1))
+        return out.reshape(shape + self._row_shape)
+
+    def _torch_call(self, idx):
+        """Checks a torch index tensor; returns the flat int32/int64 indices,
+        the output, its byte view and the CUDA stream (0 on the CPU)."""
         import torch
 
         if idx.dtype in (torch.bool,) or idx.is_floating_point() or idx.is_complex():
@@ -336,11 +382,7 @@ class Array:
                           device=flat.device)
         stream = torch.cuda.current_stream(flat.device).cuda_stream if flat.is_cuda else 0
         view = out.reshape(-1).view(torch.uint8) if out.numel() else out
-        self._run(flat.detach(), view, stream, lambda p: int(flat[p]))
-        if self._swap and out.numel():
-            u = view.view(-1, _swap_unit(self._dtype_name))
-            u.copy_(u.flip(-1))
-        return out.reshape(tuple(idx.shape) + self._row_shape)
+        return flat, out, view, stream
 
     def _gather_cupy(self, idx):
         import cupy
@@ -360,6 +402,56 @@ class Array:
             u = view.reshape(-1, _swap_unit(self._dtype_name))
             u[...] = u[:, ::-1].copy()
         return out.reshape(idx.shape + self._row_shape)
+
+
+class Pending:
+    """A gather in flight, from :meth:`Array.gather_async`.
+
+    ``tensor`` is the output, filled in the order of the CUDA stream that was
+    current at the call (byte-swapped dtypes are swapped by ``wait``);
+    ``done()`` asks without blocking; ``wait()`` blocks until the rows are
+    in (Ctrl-C cancels) and returns them, or raises the gather's error.
+    """
+
+    def __init__(self, array, impl, flat, out, view, shape, stream):
+        self._array, self._impl, self._flat = array, impl, flat
+        self._out, self._view, self._shape, self._stream = out, view, shape, stream
+        self._result = None
+
+    @classmethod
+    def ready(cls, result):
+        p = cls.__new__(cls)
+        p._impl, p._result = None, result
+        return p
+
+    @property
+    def tensor(self):
+        if self._result is not None:
+            return self._result
+        return self._out.reshape(self._shape + self._array._row_shape)
+
+    def done(self):
+        return self._impl is None or self._impl.done()
+
+    def wait(self):
+        if self._impl is None:
+            return self._result
+        a = self._array
+        try:
+            pos = self._impl.wait()
+        except OSError as e:
+            a._raise_if_shrunk(e)
+            raise
+        self._impl = None  # the array's resources are back; the rows stay
+        if pos >= 0:
+            raise IndexError(f"{a._path}: index {int(self._flat[pos])} (at position {pos}) is out "
+                             f"of range for {len(a)} rows")
+        import torch
+
+        with torch.cuda.stream(self._stream):
+            self._result = a._torch_result(self._out, self._view, self._shape)
+        self._flat = self._out = self._view = None
+        return self._result
 
 
 def _row_line(row_bytes):

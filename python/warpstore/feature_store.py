@@ -9,6 +9,7 @@ plain PyTorch for installations without pyg-lib or torch-sparse.
     loader = NeighborLoader((fs, gs), num_neighbors=[10, 5], input_nodes=train, batch_size=1024,
                             neighbor_sampler=neighbor_sampler((fs, gs), [10, 5]))
 """
+import collections
 import time
 
 import torch
@@ -27,10 +28,17 @@ class WarpstoreFeatureStore(FeatureStore):
     """Feature tensors by (group_name, attr_name): warpstore arrays, read row
     by row through their cache, or small in-memory tensors (labels, masks).
 
-    device: where fetched rows go. The sampler hands out node ids on the CPU;
-    with device="cuda" they move to the GPU first and warpstore gathers the
-    rows straight into GPU memory. fetch_seconds adds up the time spent
-    fetching (synchronized), for the share of an epoch it takes.
+    device: where fetched rows go. The sampler hands out node ids (on the
+    GPU with neighbor_sampler(..., device="cuda")); with device="cuda"
+    warpstore gathers the rows straight into GPU memory.
+
+    Iterate a loader through ``fetch_ahead(loader)`` to fetch the features
+    of the next batch while this one trains: the gathers of warpstore
+    arrays run asynchronously on a stream of their own.
+
+    fetch_seconds adds up the time spent fetching on the caller's thread;
+    exposed_fetch_seconds the time fetch_ahead waited for rows that were
+    not in yet: the fetch time a training step sees.
     """
 
     def __init__(self, device=None):
@@ -38,6 +46,10 @@ class WarpstoreFeatureStore(FeatureStore):
         self._store = {}
         self.device = torch.device(device) if device is not None else None
         self.fetch_seconds = 0.0
+        self.exposed_fetch_seconds = 0.0
+        self._ahead = False   # inside fetch_ahead: warpstore gathers start, nobody waits
+        self._pending = []    # the gathers started for the batch being collated
+        self._stream = None   # the stream they run on
 
     @staticmethod
     def _key(attr):
@@ -53,15 +65,22 @@ class WarpstoreFeatureStore(FeatureStore):
         self._store[self._key(attr)] = tensor
         return True
 
+    def _cuda(self):
+        return self.device is not None and self.device.type == "cuda"
+
     def _get_tensor(self, attr):
         key = self._key(attr)
         if key not in self._store:
             raise KeyError(f"no tensor for {attr}")
         t = self._store[key]
         index = attr.index
-        sync = self.device is not None and self.device.type == "cuda"
-        if sync:
-            torch.cuda.synchronize(self.device)
+        if self._ahead and hasattr(t, "gather_async") and self._cuda():
+            return self._start_fetch(t, index)
+        # Timed on the caller's stream only: a device-wide synchronize would
+        # also wait for fetches running ahead on the store's own stream.
+        sync = (lambda: torch.cuda.current_stream(self.device).synchronize()) if self._cuda() \
+            else (lambda: None)
+        sync()
         t0 = time.perf_counter()
         if not isinstance(t, torch.Tensor):  # a warpstore.Array (or alike): rows by index
             if _whole(index):
@@ -71,10 +90,77 @@ class WarpstoreFeatureStore(FeatureStore):
             out = t if _whole(index) else t[index.to(t.device)]
             if self.device is not None:
                 out = out.to(self.device)
-        if sync:
-            torch.cuda.synchronize(self.device)
+        sync()
         self.fetch_seconds += time.perf_counter() - t0
         return out
+
+    def _start_fetch(self, t, index):
+        """Starts gathering rows `index` of warpstore array t on the store's
+        stream and returns their tensor at once (fetch_ahead waits)."""
+        t0 = time.perf_counter()
+        dev = self.device
+        idx = torch.arange(len(t), device=dev) if _whole(index) else index.to(dev)
+        if self._stream is None:
+            self._stream = torch.cuda.Stream(dev)
+        self._stream.wait_stream(torch.cuda.current_stream(dev))  # the ids come from there
+        with torch.cuda.stream(self._stream):
+            pending = t.gather_async(idx)
+        idx.record_stream(self._stream)
+        self._pending.append(pending)
+        self.fetch_seconds += time.perf_counter() - t0
+        return pending.tensor
+
+    def fetch_ahead(self, loader, depth=1):
+        """Yields the batches of `loader` (a NeighborLoader over this store)
+        with the features of the next `depth` batches already on their way:
+        batch k+1 is sampled and its rows start arriving before batch k is
+        handed out, so they come in while k trains. Each batch's gathers are
+        waited for (and their errors raised) before it is handed out; the
+        wait adds to exposed_fetch_seconds. Without a GPU, or for sources
+        that are not warpstore arrays, rows are fetched as the batch is made.
+        """
+        if depth < 1:
+            raise ValueError(f"depth must be at least 1, got {depth}")
+        ahead = collections.deque()
+        it = iter(loader)
+
+        def pull():
+            self._pending = []
+            try:
+                batch = next(it)
+            except StopIteration:
+                return False
+            finally:
+                pending, self._pending = self._pending, []
+            ahead.append((batch, pending))
+            return True
+
+        self._ahead = True
+        try:
+            for _ in range(depth):
+                if not pull():
+                    break
+            while ahead:
+                batch, pending = ahead.popleft()
+                t0 = time.perf_counter()
+                for p in pending:
+                    p.wait()
+                self.exposed_fetch_seconds += time.perf_counter() - t0
+                if pending:
+                    current = torch.cuda.current_stream(self.device)
+                    for p in pending:  # made on the store's stream, used on the caller's
+                        if p.tensor.is_cuda:
+                            p.tensor.record_stream(current)
+                pull()
+                yield batch
+        finally:
+            self._ahead = False
+            for _, pending in ahead:  # a loop left early: nothing stays in flight
+                for p in pending:
+                    try:
+                        p.wait()
+                    except Exception:  # noqa: BLE001 (the batch is dropped with its error)
+                        pass
 
     def _remove_tensor(self, attr):
         return self._store.pop(self._key(attr), None) is not None
@@ -120,12 +206,33 @@ class InMemoryGraphStore(GraphStore):
 
 
 class TorchNeighborSampler(NeighborSampler):
-    """NeighborSampler that falls back to plain PyTorch for homogeneous
-    graphs when neither pyg-lib nor torch-sparse is installed. The fallback
-    takes every neighbor of a node with at most `fanout` of them and
-    `fanout` uniform draws with replacement otherwise."""
+    """NeighborSampler in plain PyTorch for homogeneous graphs, on the GPU
+    where the graph fits there (so the feature fetch, not the sampler,
+    decides the epoch), else on the CPU: there PyG's own sampler serves
+    where pyg-lib or torch-sparse is installed, this one otherwise. It takes
+    every neighbor of a node with at most `fanout` of them and `fanout`
+    uniform draws with replacement otherwise.
+
+    device: where to sample ("cuda", "cpu"; None: the CPU). On a GPU the
+    graph's CSC arrays are copied there once, if they take at most half of
+    the free GPU memory; the sampled ids then stay on the GPU.
+    """
 
     sample_seconds = 0.0  # time spent sampling, summed (the epoch's profile)
+
+    def __init__(self, data, num_neighbors, device=None, **kwargs):
+        super().__init__(data, num_neighbors, **kwargs)
+        self.device = self._fitting_device(device)
+        self._graph = None
+        self._local = None
+
+    def _fitting_device(self, device):
+        device = torch.device(device) if device is not None else torch.device("cpu")
+        if device.type != "cuda":
+            return device
+        need = (self.colptr.numel() + self.row.numel()) * 8 + (self.colptr.numel() - 1) * 8
+        free, _ = torch.cuda.mem_get_info(device)
+        return device if need <= free // 2 else torch.device("cpu")
 
     def _sample(self, seed, seed_time=None, **kwargs):
         t0 = time.perf_counter()
@@ -135,15 +242,18 @@ class TorchNeighborSampler(NeighborSampler):
             self.sample_seconds += time.perf_counter() - t0
 
     def _sample_timed(self, seed, seed_time=None, **kwargs):
-        if (torch_geometric.typing.WITH_PYG_LIB or torch_geometric.typing.WITH_TORCH_SPARSE or
-                isinstance(seed, dict)):
+        dev = self.device
+        if dev.type == "cpu" and (torch_geometric.typing.WITH_PYG_LIB or
+                                  torch_geometric.typing.WITH_TORCH_SPARSE) or \
+                isinstance(seed, dict):
             return super()._sample(seed, seed_time, **kwargs)
-        colptr, row = self.colptr, self.row
-        if getattr(self, "_local", None) is None or self._local.numel() != colptr.numel() - 1:
-            self._local = torch.full((colptr.numel() - 1,), -1, dtype=torch.int64)
+        if self._graph is None:
+            self._graph = (self.colptr.to(dev, torch.int64), self.row.to(dev, torch.int64))
+            self._local = torch.full((self.colptr.numel() - 1,), -1, dtype=torch.int64, device=dev)
+        colptr, row = self._graph
         local = self._local
-        seed = seed.to(torch.int64)
-        local[seed] = torch.arange(seed.numel())
+        seed = seed.to(dev, torch.int64)
+        local[seed] = torch.arange(seed.numel(), device=dev)
         nodes, rows, cols, edges = [seed], [], [], []
         sampled_nodes, sampled_edges = [seed.numel()], []
         frontier, count = seed, seed.numel()
@@ -151,14 +261,16 @@ class TorchNeighborSampler(NeighborSampler):
             start = colptr[frontier]
             deg = colptr[frontier + 1] - start
             take = deg if fanout < 0 else deg.clamp(max=fanout)
-            owner = torch.repeat_interleave(torch.arange(frontier.numel()), take)
-            first = torch.repeat_interleave(torch.cumsum(take, 0) - take, take)
-            position = torch.arange(owner.numel()) - first
-            draw = (torch.rand(owner.numel()) * deg[owner]).to(torch.int64)
+            total = int(take.sum())
+            owner = torch.repeat_interleave(torch.arange(frontier.numel(), device=dev), take,
+                                            output_size=total)
+            first = torch.repeat_interleave(torch.cumsum(take, 0) - take, take, output_size=total)
+            position = torch.arange(total, device=dev) - first
+            draw = (torch.rand(total, device=dev) * deg[owner]).to(torch.int64)
             e = start[owner] + torch.where(deg[owner] == take[owner], position, draw)
-            nbr = row[e].to(torch.int64)
+            nbr = row[e]
             new = torch.unique(nbr[local[nbr] < 0])
-            local[new] = torch.arange(count, count + new.numel())
+            local[new] = torch.arange(count, count + new.numel(), device=dev)
             count += new.numel()
             rows.append(local[nbr])
             cols.append(local[frontier[owner]])
@@ -174,7 +286,8 @@ class TorchNeighborSampler(NeighborSampler):
                              num_sampled_edges=sampled_edges)
 
 
-def neighbor_sampler(data, num_neighbors, **kwargs):
-    """The sampler NeighborLoader should use: PyG's own where pyg-lib or
-    torch-sparse is installed, the plain-PyTorch fallback otherwise."""
-    return TorchNeighborSampler(data, num_neighbors, **kwargs)
+def neighbor_sampler(data, num_neighbors, device=None, **kwargs):
+    """The sampler NeighborLoader should use: on `device` (a GPU where the
+    graph fits there), else PyG's own on the CPU where pyg-lib or
+    torch-sparse is installed, else the plain-PyTorch one on the CPU."""
+    return TorchNeighborSampler(data, num_neighbors, device=device, **kwargs)
