@@ -79,6 +79,11 @@ TEST_P(ArrayBatch, PrefetchWaitThenReadsHit) {
   const cache_stats after = a.stats();
   EXPECT_EQ(after.misses, before.misses);  // every read hit
   EXPECT_EQ(after.hits - before.hits, n);
+  for (std::uint64_t i = first; i < first + n; i += 41) {  // pinned: addressable without atomics
+    const std::uint64_t* p = ref.pinned_element(i);
+    ASSERT_NE(p, nullptr);
+    EXPECT_EQ(*p, want(i));
+  }
   ref.release(t);
   ref.release(t);  // a second release gives back nothing
   a.check();

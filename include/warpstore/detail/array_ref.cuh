@@ -304,6 +304,15 @@ struct array_ref {
     t.flags &= static_cast<std::uint8_t>(~batch_ticket::pinned);
   }
 
+  // The address of element i in the cache, for a lane whose warp holds a pin
+  // on its line (a waited batch posted with `pin`, or pin()): a tag lookup,
+  // no atomics. nullptr when the cache does not hold the line (then the
+  // caller held no pin on it).
+  WARPSTORE_HD const T* pinned_element(std::uint64_t i) const {
+    const std::uint32_t slot = cache.find_slot(cache_ref::key(source, line_of(i)));
+    return slot < cache.num_lines ? element_in(slot, i) : nullptr;
+  }
+
   // The element-type-free view of this array's lines (write-back, flush).
   WARPSTORE_HD detail::line_io lines() const {
     return {cache, io, errors, first_block, end_block, timeout_ns, source};

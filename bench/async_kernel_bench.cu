@@ -1,0 +1,545 @@
+// Asynchronous batches from kernels, in a kernel where compute and I/O are
+// comparable: a tiled out-of-core matrix product C = A * B. A (M x K
+// float32) is a file, read through warpstore; B (K x N) and C sit in GPU
+// memory. Three ways to feed the same tile product, measured in one run:
+//
+//   sync   a persistent grid; per tile, two warps pin its rows (array_ref::pin,
+//          one row per lane: their misses fill together), the block computes,
+//          unpins.
+//   async  the same grid, double-buffered: the batch of tile k+1 is posted
+//          (array_ref::prefetch, pinned) before tile k is computed, and
+//          waited for after.
+//   cpu    CPU-orchestrated double buffering: host threads pread chunks of
+//          rows into two pinned buffers, cudaMemcpyAsync on two streams, and
+//          a plain kernel over each chunk with the same tile product.
+//
+// A row of A is one cache line (line size = K * 4). C is checked against a
+// CPU reference on sampled rows for every variant. Rows written (--json):
+// async.kernel.vs_sync (value: async, ceiling: sync; ratio > 1: async
+// faster), async.kernel.vs_cpu_double_buffer, and each variant alone.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/common/args.h"
+#include "bench/common/gpu.cuh"
+#include "bench/common/results.h"
+#include "bench/common/timing.h"
+#include "warpstore/array.cuh"
+#include "warpstore/cuda_check.h"
+
+using namespace warpstore;
+using namespace warpstore::bench;
+
+namespace {
+
+constexpr int tile_rows = 64;       // rows of A per tile
+constexpr int block_threads = 256;  // one column of C per thread per pass
+constexpr int k_step = 32;          // columns of A staged in shared memory at a time
+constexpr int loader_warps = tile_rows / 32;
+
+// Deterministic values in [-0.5, 0.5), the same on host and device.
+__host__ __device__ inline float value_of(std::uint64_t i, std::uint64_t seed) {
+  std::uint64_t x = i * 0x9E3779B97F4A7C15ull + seed;
+  x ^= x >> 31;
+  x *= 0xBF58476D1CE4E5B9ull;
+  x ^= x >> 29;
+  return static_cast<float>(static_cast<std::uint32_t>(x) >> 8) * (1.0f / 16777216.0f) - 0.5f;
+}
+constexpr std::uint64_t a_seed = 1, b_seed = 2;
+
+struct shape {
+  std::uint64_t m, k, n;
+};
+
+// C[row0 .. row0 + tile_rows) = A rows (rows[r]: K floats, nullptr: zero) * B.
+// Every thread of the block calls.
+__device__ void tile_product(const float* const* rows, const float* __restrict__ b, int k, int n,
+                             float* __restrict__ c_rows, float* a_stage) {
+  for (int col0 = 0; col0 < n; col0 += block_threads) {
+    const int col = col0 + static_cast<int>(threadIdx.x);
+    float acc[tile_rows];
+#pragma unroll
+    for (int r = 0; r < tile_rows; ++r) acc[r] = 0.f;
+    for (int k0 = 0; k0 < k; k0 += k_step) {
+      __syncthreads();
+      for (int e = threadIdx.x; e < tile_rows * k_step / 4; e += block_threads) {
+        const int r = e / (k_step / 4), q = e % (k_step / 4);
+        const float4 v = rows[r] ? reinterpret_cast<const float4*>(rows[r] + k0)[q]
+                                 : make_float4(0.f, 0.f, 0.f, 0.f);
+        reinterpret_cast<float4*>(a_stage)[e] = v;
+      }
+      __syncthreads();
+#pragma unroll 2
+      for (int kk = 0; kk < k_step; kk += 4) {
+        const float b0 = b[std::size_t(k0 + kk) * n + col];
+        const float b1 = b[std::size_t(k0 + kk + 1) * n + col];
+        const float b2 = b[std::size_t(k0 + kk + 2) * n + col];
+        const float b3 = b[std::size_t(k0 + kk + 3) * n + col];
+#pragma unroll
+        for (int r = 0; r < tile_rows; ++r) {
+          const float4 a = reinterpret_cast<const float4*>(a_stage + r * k_step + kk)[0];
+          acc[r] = fmaf(a.x, b0, fmaf(a.y, b1, fmaf(a.z, b2, fmaf(a.w, b3, acc[r]))));
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < tile_rows; ++r) c_rows[std::size_t(r) * n + col] = acc[r];
+  }
+}
+
+struct kernel_args {
+  const float* b;
+  float* c;
+  shape s;
+  std::uint64_t tiles;
+  unsigned long long* failed;  // tiles whose rows could not be read
+};
+
+// sync: per tile, the loader warps pin its rows (one per lane), then compute.
+__global__ void __launch_bounds__(block_threads) sync_kernel(array_ref<float> a, kernel_args p) {
+  __shared__ const float* rows[tile_rows];
+  __shared__ __align__(16) float stage[tile_rows * k_step];
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  for (std::uint64_t t = blockIdx.x; t < p.tiles; t += gridDim.x) {
+    pinned_line<float> line;
+    if (warp < loader_warps) {
+      const std::uint64_t row = t * tile_rows + warp * 32 + lane;
+      line = a.pin(row * p.s.k);
+      rows[warp * 32 + lane] = line.valid() ? line.data : nullptr;
+      if (!line.valid()) atomicAdd(p.failed, 1ull);
+    }
+    __syncthreads();
+    tile_product(rows, p.b, int(p.s.k), int(p.s.n), p.c + t * tile_rows * p.s.n, stage);
+    __syncthreads();
+    if (warp < loader_warps) line.release();
+  }
+}
+
+// async: the loader warps post the batch of the block's next tile before the
+// block computes this one, and wait for it after.
+__global__ void __launch_bounds__(block_threads) async_kernel(array_ref<float> a, kernel_args p) {
+  __shared__ const float* rows[tile_rows];
+  __shared__ __align__(16) float stage[tile_rows * k_step];
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const bool loader = warp < loader_warps;
+  const std::uint64_t span = 32 * p.s.k;  // a loader warp's rows of a tile
+  std::uint64_t t = blockIdx.x;
+  batch_ticket cur;
+  if (loader && t < p.tiles) cur = a.prefetch((t * tile_rows + warp * 32) * p.s.k, span, true);
+  for (; t < p.tiles; t += gridDim.x) {
+    const std::uint64_t next = t + gridDim.x;
+    batch_ticket ahead;
+    if (loader) {
+      const bool ok = a.wait(cur);
+      const std::uint64_t row = t * tile_rows + warp * 32 + lane;
+      rows[warp * 32 + lane] = ok ? a.pinned_element(row * p.s.k) : nullptr;
+      if (!ok && lane == 0) atomicAdd(p.failed, 1ull);
+      if (next < p.tiles) ahead = a.prefetch((next * tile_rows + warp * 32) * p.s.k, span, true);
+    }
+    __syncthreads();
+    tile_product(rows, p.b, int(p.s.k), int(p.s.n), p.c + t * tile_rows * p.s.n, stage);
+    __syncthreads();
+    if (loader) {
+      a.release(cur);
+      cur = ahead;
+    }
+  }
+}
+
+// cpu double buffering: one block per tile of a chunk in GPU memory.
+__global__ void __launch_bounds__(block_threads) chunk_kernel(const float* chunk,
+                                                             std::uint64_t chunk_tiles,
+                                                             std::uint64_t first_tile,
+                                                             kernel_args p) {
+  __shared__ const float* rows[tile_rows];
+  __shared__ __align__(16) float stage[tile_rows * k_step];
+  for (std::uint64_t t = blockIdx.x; t < chunk_tiles; t += gridDim.x) {
+    if (threadIdx.x < tile_rows) rows[threadIdx.x] = chunk + (t * tile_rows + threadIdx.x) * p.s.k;
+    __syncthreads();
+    tile_product(rows, p.b, int(p.s.k), int(p.s.n), p.c + (first_tile + t) * tile_rows * p.s.n,
+                 stage);
+    __syncthreads();
+  }
+}
+
+__global__ void fill_b(float* b, std::uint64_t count) {
+  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < count;
+       i += std::uint64_t{gridDim.x} * blockDim.x)
+    b[i] = value_of(i, b_seed);
+}
+
+// The A file: value_of(i, a_seed) for element i, written by `threads` threads.
+void make_a_file(const std::string& path, std::uint64_t elems, unsigned threads) {
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) throw std::runtime_error("cannot create " + path);
+  constexpr std::uint64_t chunk = 1 << 20;  // elements
+  const std::uint64_t chunks = (elems + chunk - 1) / chunk;
+  std::atomic<std::uint64_t> next{0};
+  std::atomic<bool> bad{false};
+  std::vector<std::thread> pool;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&] {
+      std::vector<float> buf(chunk);
+      for (std::uint64_t c; (c = next.fetch_add(1)) < chunks;) {
+        const std::uint64_t first = c * chunk, n = std::min(chunk, elems - first);
+        for (std::uint64_t i = 0; i < n; ++i) buf[i] = value_of(first + i, a_seed);
+        if (::pwrite(fd, buf.data(), n * 4, static_cast<off_t>(first * 4)) !=
+            static_cast<ssize_t>(n * 4))
+          bad = true;
+      }
+    });
+  for (auto& t : pool) t.join();
+  ::close(fd);
+  if (bad) throw std::runtime_error("cannot write " + path);
+}
+
+bool a_file_ok(const std::string& path, std::uint64_t elems) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return false;
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  float probe[4];
+  bool ok = size == static_cast<off_t>(elems * 4);
+  for (std::uint64_t at : {std::uint64_t{0}, elems / 2, elems - 4})
+    ok = ok && ::pread(fd, probe, 16, static_cast<off_t>(at * 4)) == 16 &&
+         probe[3] == value_of(at + 3, a_seed);
+  ::close(fd);
+  return ok;
+}
+
+// Sampled rows of C against a CPU reference (double accumulation): wrong
+// values, and the rows checked.
+std::uint64_t check_c(const float* c_dev, const shape& s, const std::vector<float>& b,
+                      int sample_rows, std::uint64_t& checked) {
+  std::vector<std::uint64_t> rows = {0, s.m - 1};
+  for (int i = 0; i < sample_rows; ++i) rows.push_back((i * 0x9E3779B97F4A7C15ull >> 17) % s.m);
+  std::vector<float> got(s.n);
+  std::vector<double> want(s.n), mag(s.n);
+  std::uint64_t wrong = 0;
+  for (std::uint64_t r : rows) {
+    WARPSTORE_CUDA_TRY(
+        cudaMemcpy(got.data(), c_dev + r * s.n, s.n * 4, cudaMemcpyDeviceToHost));
+    std::fill(want.begin(), want.end(), 0.0);
+    std::fill(mag.begin(), mag.end(), 0.0);
+    for (std::uint64_t kk = 0; kk < s.k; ++kk) {
+      const double av = value_of(r * s.k + kk, a_seed);
+      const float* brow = b.data() + kk * s.n;
+      for (std::uint64_t j = 0; j < s.n; ++j) {
+        want[j] += av * brow[j];
+        mag[j] += std::fabs(av * brow[j]);
+      }
+    }
+    for (std::uint64_t j = 0; j < s.n; ++j)
+      wrong += !(std::fabs(got[j] - want[j]) <= 1e-5 * mag[j] + 1e-6);  // NaN: unwritten
+  }
+  checked = rows.size();
+  return wrong;
+}
+
+struct variant_result {
+  double seconds = 0;
+  std::uint64_t mismatches = 0;
+  std::uint64_t failed = 0;
+};
+
+// CPU-orchestrated double buffering: chunks of `chunk_tiles` tiles.
+variant_result run_cpu(const std::string& path, const shape& s, const kernel_args& base,
+                       std::uint64_t chunk_tiles, unsigned threads, unsigned grid) {
+  const std::uint64_t chunk_bytes = chunk_tiles * tile_rows * s.k * 4;
+  float* host[2];
+  float* dev[2];
+  cudaStream_t stream[2];
+  for (int i = 0; i < 2; ++i) {
+    WARPSTORE_CUDA_TRY(cudaMallocHost(&host[i], chunk_bytes));
+    WARPSTORE_CUDA_TRY(cudaMalloc(&dev[i], chunk_bytes));
+    WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&stream[i], cudaStreamNonBlocking));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw std::runtime_error("cannot open " + path);
+  std::atomic<std::uint64_t> short_reads{0};
+  const std::uint64_t tiles = base.tiles;
+  stopwatch clock;
+  for (std::uint64_t first = 0, c = 0; first < tiles; first += chunk_tiles, ++c) {
+    const int i = static_cast<int>(c & 1);
+    const std::uint64_t n_tiles = std::min(chunk_tiles, tiles - first);
+    const std::uint64_t bytes = n_tiles * tile_rows * s.k * 4;
+    const std::uint64_t offset = first * tile_rows * s.k * 4;
+    WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream[i]));  // buffer i is free again
+    std::vector<std::thread> pool;
+    const std::uint64_t per = (bytes / threads + 4095) / 4096 * 4096;
+    for (unsigned t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] {
+        const std::uint64_t from = std::min(bytes, t * per), to = std::min(bytes, from + per);
+        for (std::uint64_t at = from; at < to;) {
+          const ssize_t r = ::pread(fd, reinterpret_cast<char*>(host[i]) + at,
+                                    std::min<std::uint64_t>(to - at, 8 << 20),
+                                    static_cast<off_t>(offset + at));
+          if (r <= 0) {
+            short_reads.fetch_add(1);
+            return;
+          }
+          at += static_cast<std::uint64_t>(r);
+        }
+      });
+    for (auto& t : pool) t.join();
+    WARPSTORE_CUDA_TRY(
+        cudaMemcpyAsync(dev[i], host[i], bytes, cudaMemcpyHostToDevice, stream[i]));
+    chunk_kernel<<<std::min<unsigned>(grid, static_cast<unsigned>(n_tiles)), block_threads, 0,
+                   stream[i]>>>(dev[i], n_tiles, first, base);
+    check_launched("chunk_kernel");
+  }
+  for (int i = 0; i < 2; ++i) WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream[i]));
+  variant_result r;
+  r.seconds = clock.seconds();
+  r.failed = short_reads.load();
+  ::close(fd);
+  for (int i = 0; i < 2; ++i) {
+    WARPSTORE_CUDA_TRY(cudaFreeHost(host[i]));
+    WARPSTORE_CUDA_TRY(cudaFree(dev[i]));
+    WARPSTORE_CUDA_TRY(cudaStreamDestroy(stream[i]));
+  }
+  return r;
+}
+
+int run(const parsed_args& args) {
+  const std::string path = args.str("file");
+  shape s{0, args.count("k"), args.count("n")};
+  const std::uint64_t a_bytes_wanted = args.size("a-bytes");
+  if (s.k % k_step != 0 || s.k * 4 < 512 || s.k * 4 > 65536 || ((s.k * 4) & (s.k * 4 - 1)) != 0)
+    throw usage_error("--k must make a row a power-of-two line of 512 B to 64 KiB (128 to 16384)");
+  if (s.n == 0 || s.n % block_threads != 0)
+    throw usage_error("--n must be a positive multiple of " + std::to_string(block_threads));
+  s.m = a_bytes_wanted / (s.k * 4) / tile_rows * tile_rows;
+  if (s.m == 0) throw usage_error("--a-bytes too small for one tile");
+  const std::uint64_t elems = s.m * s.k;
+  const unsigned threads = static_cast<unsigned>(args.count("threads"));
+  if (!a_file_ok(path, elems)) {
+    std::fprintf(stderr, "writing %s (%.2f GiB)...\n", path.c_str(), elems * 4.0 / (1 << 30));
+    make_a_file(path, elems, std::max(1u, std::thread::hardware_concurrency()));
+  }
+  // The file in the page cache: read it once.
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    std::vector<char> buf(8 << 20);
+    while (::read(fd, buf.data(), buf.size()) > 0) {
+    }
+    ::close(fd);
+  }
+
+  cudaDeviceProp prop{};
+  WARPSTORE_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
+  const unsigned grid =
+      static_cast<unsigned>(prop.multiProcessorCount * args.count("blocks-per-sm"));
+  const std::uint64_t tiles = s.m / tile_rows;
+
+  float* b_dev = nullptr;
+  float* c_dev = nullptr;
+  unsigned long long* failed_dev = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&b_dev, s.k * s.n * 4));
+  WARPSTORE_CUDA_TRY(cudaMalloc(&c_dev, s.m * s.n * 4));
+  WARPSTORE_CUDA_TRY(cudaMalloc(&failed_dev, sizeof(unsigned long long)));
+  fill_b<<<256, 256>>>(b_dev, s.k * s.n);
+  check_launch("fill_b");
+  std::vector<float> b_host(s.k * s.n);
+  WARPSTORE_CUDA_TRY(cudaMemcpy(b_host.data(), b_dev, s.k * s.n * 4, cudaMemcpyDeviceToHost));
+  const kernel_args base{b_dev, c_dev, s, tiles, failed_dev};
+
+  options o = options::from_environment();
+  o.controller = controller_kind::host;
+  o.line_size = static_cast<std::uint32_t>(s.k * 4);
+  o.cache_bytes = args.size("cache");
+  o.service_threads = threads;
+  o.direct = direct_io::off;
+  array<float> a(path, elems, o);
+  const array_ref<float> ref = a.ref();
+
+  const int trials = static_cast<int>(args.count("trials"));
+  const int sample = static_cast<int>(args.count("check-rows"));
+  auto measure = [&](const char* name, auto&& once) {
+    std::vector<double> secs;
+    variant_result best;
+    for (int t = 0; t < trials; ++t) {
+      WARPSTORE_CUDA_TRY(cudaMemset(c_dev, 0xFF, s.m * s.n * 4));  // NaN: unwritten rows fail
+      WARPSTORE_CUDA_TRY(cudaMemset(failed_dev, 0, sizeof(unsigned long long)));
+      variant_result r = once();
+      unsigned long long failed = 0;
+      WARPSTORE_CUDA_TRY(
+          cudaMemcpy(&failed, failed_dev, sizeof failed, cudaMemcpyDeviceToHost));
+      r.failed += failed;
+      std::uint64_t checked = 0;
+      r.mismatches = check_c(c_dev, s, b_host, sample, checked);
+      std::fprintf(stderr, "  %-6s trial %d: %.3f s (%.2f GB/s of A), %llu wrong of %llu rows checked, %llu failed\n",
+                   name, t, r.seconds, elems * 4.0 / r.seconds / 1e9,
+                   static_cast<unsigned long long>(r.mismatches),
+                   static_cast<unsigned long long>(checked),
+                   static_cast<unsigned long long>(r.failed));
+      secs.push_back(r.seconds);
+      best.mismatches += r.mismatches;
+      best.failed += r.failed;
+    }
+    best.seconds = secs[median_index(secs)];
+    return best;
+  };
+  auto warpstore_variant = [&](bool async) {
+    return [&, async] {
+      a.cache().clear();
+      a.cache().reset_stats();
+      activity_scope busy(*a.shared_controller());
+      gpu_timer timer;
+      timer.start();
+      if (async)
+        async_kernel<<<grid, block_threads>>>(ref, base);
+      else
+        sync_kernel<<<grid, block_threads>>>(ref, base);
+      timer.stop();
+      check_launch(async ? "async_kernel" : "sync_kernel");
+      a.check();
+      variant_result r;
+      r.seconds = timer.seconds();
+      return r;
+    };
+  };
+  // Compute alone, A's first chunk already in GPU memory, repeated over the
+  // same rows: how long the product takes with no I/O at all.
+  auto compute_only = [&] {
+    const std::uint64_t chunk_tiles = std::min<std::uint64_t>(tiles, 1024);
+    float* chunk = nullptr;
+    WARPSTORE_CUDA_TRY(cudaMalloc(&chunk, chunk_tiles * tile_rows * s.k * 4));
+    std::vector<float> host(chunk_tiles * tile_rows * s.k);
+    for (std::uint64_t i = 0; i < host.size(); ++i) host[i] = value_of(i, a_seed);
+    WARPSTORE_CUDA_TRY(cudaMemcpy(chunk, host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+    gpu_timer timer;
+    timer.start();
+    for (std::uint64_t first = 0; first < tiles; first += chunk_tiles)
+      chunk_kernel<<<grid, block_threads>>>(chunk, std::min(chunk_tiles, tiles - first), first,
+                                            base);
+    timer.stop();
+    check_launch("chunk_kernel");
+    const double sec = timer.seconds();
+    WARPSTORE_CUDA_TRY(cudaFree(chunk));
+    return sec;
+  };
+
+  std::fprintf(stderr,
+               "A %llu x %llu float32 (%.2f GiB, %s), B %llu x %llu, tiles of %d rows, grid %u x "
+               "%d, cache %s, %u service threads\n",
+               static_cast<unsigned long long>(s.m), static_cast<unsigned long long>(s.k),
+               elems * 4.0 / (1 << 30), path.c_str(), static_cast<unsigned long long>(s.k),
+               static_cast<unsigned long long>(s.n), tile_rows, grid, block_threads,
+               format_size(a.cache().bytes()).c_str(), threads);
+  const double compute_s = compute_only();
+  std::fprintf(stderr, "  compute alone (A in GPU memory): %.3f s\n", compute_s);
+  const variant_result sync = measure("sync", warpstore_variant(false));
+  const variant_result async = measure("async", warpstore_variant(true));
+  const std::uint64_t chunk_tiles = std::max<std::uint64_t>(1, args.size("cpu-chunk") / (tile_rows * s.k * 4));
+  const variant_result cpu = measure("cpu", [&] {
+    return run_cpu(path, s, base, chunk_tiles, threads, grid);
+  });
+
+  const double a_bytes = static_cast<double>(elems) * 4;
+  json::object params;
+  params.push_back({"m", json::value(static_cast<double>(s.m))});
+  params.push_back({"k", json::value(static_cast<double>(s.k))});
+  params.push_back({"n", json::value(static_cast<double>(s.n))});
+  params.push_back({"tile_rows", json::value(double{tile_rows})});
+  params.push_back({"grid", json::value(static_cast<double>(grid))});
+  params.push_back({"service_threads", json::value(static_cast<double>(threads))});
+  params.push_back({"cache_bytes", json::value(static_cast<double>(a.cache().bytes()))});
+  params.push_back({"cpu_chunk_bytes", json::value(static_cast<double>(chunk_tiles * tile_rows * s.k * 4))});
+  params.push_back({"trials", json::value(static_cast<double>(trials))});
+  params.push_back({"sync_s", json::value(round_significant(sync.seconds, 4))});
+  params.push_back({"async_s", json::value(round_significant(async.seconds, 4))});
+  params.push_back({"cpu_double_buffer_s", json::value(round_significant(cpu.seconds, 4))});
+  params.push_back({"compute_only_s", json::value(round_significant(compute_s, 4))});
+  params.push_back({"page_cache", json::value(true)});
+  auto gbps = [&](double sec) { return round_significant(gb_per_s(a_bytes, sec), 4); };
+  auto row = [&](std::string name, const variant_result& v, std::optional<double> ceiling,
+                 std::string ceiling_name, std::uint64_t extra_wrong) {
+    result r;
+    r.name = std::move(name);
+    r.value = gbps(v.seconds);
+    r.unit = "GB/s";
+    r.ceiling = ceiling;
+    r.ceiling_name = std::move(ceiling_name);
+    r.verified = true;
+    r.mismatches = v.mismatches + v.failed + extra_wrong;
+    r.params = params;
+    return r;
+  };
+  const std::string tag = args.str("tag").empty() ? "" : "." + args.str("tag");
+  std::vector<result> results;
+  results.push_back(row("async.kernel.vs_sync" + tag, async, gbps(sync.seconds), "async.kernel.sync" + tag,
+                        sync.mismatches + sync.failed));
+  results.push_back(row("async.kernel.vs_cpu_double_buffer" + tag, async, gbps(cpu.seconds),
+                        "async.kernel.cpu_double_buffer" + tag, cpu.mismatches + cpu.failed));
+  results.push_back(row("async.kernel.sync" + tag, sync, std::nullopt, "", 0));
+  results.push_back(row("async.kernel.cpu_double_buffer" + tag, cpu, std::nullopt, "", 0));
+  results.push_back(row("async.kernel.async" + tag, async, std::nullopt, "", 0));
+  {
+    result r;
+    r.name = "async.kernel.compute_only" + tag;
+    r.value = gbps(compute_s);
+    r.unit = "GB/s";
+    r.verified = false;
+    r.params = params;
+    results.push_back(r);
+  }
+  std::fputs(results_table(results).c_str(), stdout);
+  const cache_stats st = a.stats();
+  std::printf("cache (last trial): hits %llu misses %llu evictions %llu retries %llu errors %llu\n",
+              static_cast<unsigned long long>(st.hits), static_cast<unsigned long long>(st.misses),
+              static_cast<unsigned long long>(st.evictions),
+              static_cast<unsigned long long>(st.retries),
+              static_cast<unsigned long long>(st.errors));
+  if (args.given("json")) {
+    write_results(args.str("json"), run_info::now("async", prop.name, args.command_line()),
+                  results);
+    std::printf("results: %s\n", args.str("json").c_str());
+  }
+  bool bad = false;
+  for (const result& r : results) bad = bad || r.mismatches != 0;
+  return bad ? 1 : 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  arg_parser parser("async-kernel-bench",
+                    "Tiled out-of-core C = A * B: warpstore sync, warpstore async (prefetch, "
+                    "double-buffered) and CPU double buffering (pread + cudaMemcpyAsync)");
+  parser.common()
+      .option("file", "PATH", "/tmp/warpstore-async-a.f32", "the A file (made if missing or wrong)")
+      .option("a-bytes", "BYTES", "2GiB", "size of A (rounded down to whole tiles)")
+      .option("k", "COUNT", "1024", "columns of A (a row is one cache line: 4 * K bytes)")
+      .option("n", "COUNT", "2048", "columns of B and C (a multiple of 256): compute per byte of A")
+      .option("cache", "BYTES", "1GiB", "warpstore cache")
+      .option("threads", "COUNT", "8", "host controller service threads, and pread threads of cpu")
+      .option("blocks-per-sm", "COUNT", "1", "resident blocks per multiprocessor (persistent grid)")
+      .option("cpu-chunk", "BYTES", "32MiB", "rows per pread + copy in the cpu variant")
+      .option("trials", "COUNT", "3", "runs of each variant (median reported)")
+      .option("check-rows", "COUNT", "32", "rows of C checked against the CPU reference, per trial")
+      .option("json", "PATH", "", "merge the results into this results file")
+      .option("tag", "TEXT", "", "suffix of the result names (async.kernel.vs_sync.TEXT)");
+  try {
+    const parsed_args args = parser.parse(argc, argv);
+    if (args.wants_help()) {
+      std::fputs(parser.help().c_str(), stdout);
+      return 0;
+    }
+    return run(args);
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "async-kernel-bench: %s\n%s", e.what(), parser.help().c_str());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "async-kernel-bench: %s\n", e.what());
+    return 1;
+  }
+}
