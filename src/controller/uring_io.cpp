@@ -1,0 +1,208 @@
+// The io_uring engine of a service thread: preparing reads, writes and
+// fdatasyncs, one submit per round, reaping results, resubmitting short
+// transfers, zero-filling past EOF, turning errors into media statuses, and
+// the copy_engine batches between host staging and GPU memory.
+#include <liburing.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "controller/service_common.h"
+#include "controller/service_thread.h"
+
+namespace warpstore {
+
+using host_detail::errno_text;
+using host_detail::generic_status;
+using host_detail::reap_batch;
+using host_detail::steady_ns;
+
+// copy_engine WRITEs: one wait for every upload fetched this round, then
+// their writes go to the io_uring.
+void host_controller::worker::flush_uploads() {
+  if (upload_batch_.empty()) return;
+  bool copied = true;
+  try {
+    copies_->wait();
+  } catch (const std::exception& e) {
+    owner_.record_io_error(std::string("copy engine wait (GPU to host, for writes) failed: ") +
+                           e.what());
+    copied = false;
+  }
+  for (command_ctx* c : upload_batch_) {
+    if (copied)
+      queue_io(*c);
+    else
+      write_done(*c, generic_status(nvme::sc::data_transfer_error));
+  }
+  upload_batch_.clear();
+}
+
+io_uring_sqe* host_controller::worker::next_sqe() {
+  io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+  if (sqe == nullptr) {
+    // Cannot happen while inflight_ <= ring entries; submitting frees room.
+    io_uring_submit(&ring_);
+    unsubmitted_ = 0;
+    sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr)
+      throw runtime_error("host controller: io_uring submission queue full with " +
+                          std::to_string(inflight_) + " reads in flight");
+  }
+  return sqe;
+}
+
+void host_controller::worker::queue_io(command_ctx& c) {
+  if (combiner_ != nullptr && c.op == nvme::opcode::write) {
+    ++combining_;
+    to_combine_.push_back(
+        {this, &c, c.offset + c.done, c.buffer + c.done, c.request_bytes - c.done, 0});
+    return;
+  }
+  io_uring_sqe* sqe = next_sqe();
+  std::byte* buf = c.buffer + c.done;
+  const unsigned len = c.request_bytes - c.done;
+  const std::uint64_t off = c.offset + c.done;
+  const bool fixed_file = registered_file_ && !c.buffered_fd;
+  const int fd = fixed_file ? 0 : c.buffered_fd ? file_.buffered_fd() : file_.fd();
+  const auto buf_index = static_cast<int>(c.queue);
+  if (c.op == nvme::opcode::write) {
+    if (registered_buffers_)
+      io_uring_prep_write_fixed(sqe, fd, buf, len, off, buf_index);
+    else
+      io_uring_prep_write(sqe, fd, buf, len, off);
+  } else if (registered_buffers_) {
+    io_uring_prep_read_fixed(sqe, fd, buf, len, off, buf_index);
+  } else {
+    io_uring_prep_read(sqe, fd, buf, len, off);
+  }
+  if (fixed_file) sqe->flags |= IOSQE_FIXED_FILE;
+  io_uring_sqe_set_data(sqe, &c);
+  ++inflight_;
+  ++unsubmitted_;
+}
+
+bool host_controller::worker::submit() {
+  if (!to_combine_.empty()) {
+    combiner_->push(to_combine_);
+    to_combine_.clear();
+  }
+  if (unsubmitted_ == 0) return false;
+  const int ret = io_uring_submit(&ring_);
+  if (ret >= 0) {
+    unsubmitted_ -= std::min<std::uint32_t>(unsubmitted_, static_cast<std::uint32_t>(ret));
+    return true;
+  }
+  // Transient (no memory for requests, completion ring busy, signal): the
+  // SQEs stay in the ring and go with the next round's submit.
+  if (ret == -EAGAIN || ret == -EBUSY || ret == -EINTR) return false;
+  throw runtime_error("host controller: io_uring_submit failed: " + errno_text(-ret));
+}
+
+bool host_controller::worker::reap() {
+  io_uring_cqe* cqes[reap_batch];
+  bool any = false;
+  for (;;) {
+    const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, reap_batch);
+    if (n == 0) break;
+    any = true;
+    for (unsigned i = 0; i < n; ++i) {
+      // Older kernels implement wait timeouts with an internal timeout SQE.
+      if (cqes[i]->user_data == LIBURING_UDATA_TIMEOUT) continue;
+      auto* c = static_cast<command_ctx*>(io_uring_cqe_get_data(cqes[i]));
+      const int res = cqes[i]->res;
+      --inflight_;
+      on_result(*c, res);
+    }
+    io_uring_cq_advance(&ring_, n);
+  }
+  flush_copies();
+  for (queue_ctx& q : queues_)
+    if (q.flush_count > 0) start_flushes(q);
+  return any;
+}
+
+void host_controller::worker::on_result(command_ctx& c, int res) {
+  if (c.op == nvme::opcode::flush) {
+    owner_.counters_.sync_ns.fetch_add(steady_ns() - c.sync_started, std::memory_order_relaxed);
+    if (res < 0) return fail_io(c, -res, "failed");
+    if (faults_ != nullptr && !faults_->flush_finished(c.flush_ticket))
+      return fail_io(c, EIO, "lost (power cut)");
+    return complete(c, nvme::status::ok());
+  }
+  if (res > 0 && c.fault.kind != fault_kind::none)
+    res = static_cast<int>(faults_->on_data(c.fault, static_cast<std::uint32_t>(res),
+                                            c.request_bytes, c.done == 0));
+  if (res < 0) {
+    if (res == -EAGAIN || res == -EINTR) return queue_io(c);
+    return fail_io(c, -res, "failed");
+  }
+  if (res == 0 && c.done < c.file_bytes)
+    return fail_io(c, EIO, c.op == nvme::opcode::write ? "wrote nothing"
+                                                       : "hit end of file early (file shrank?)");
+  c.done += static_cast<std::uint32_t>(res);
+  if (c.done < c.file_bytes) {
+    // A short transfer: ask for the rest. O_DIRECT can only continue from an
+    // aligned point.
+    if (direct_ && !c.buffered_fd && (c.done & (direct_alignment_ - 1)) != 0)
+      return fail_io(c, EIO, "returned an unaligned short count under O_DIRECT");
+    return queue_io(c);
+  }
+  if (c.op == nvme::opcode::write) return write_done(c, nvme::status::ok());
+  // Blocks past the end of the file read as zeros.
+  if (c.file_bytes < c.length) std::memset(c.buffer + c.file_bytes, 0, c.length - c.file_bytes);
+  if (gpu_pull_) return complete(c, nvme::status::ok());
+  copy_batch_.push_back(&c);
+}
+
+void host_controller::worker::fail_io(command_ctx& c, int err, const char* what) {
+  const char* name = c.op == nvme::opcode::write   ? "write"
+                     : c.op == nvme::opcode::flush ? "flush (fdatasync)"
+                                                   : "read";
+  owner_.record_io_error(std::string(name) + " of " + std::to_string(c.length) +
+                         " bytes at offset " + std::to_string(c.offset + c.done) + " of '" +
+                         file_.path() + "' " + what + ": " + errno_text(err));
+  const auto dw0 = static_cast<std::uint32_t>(err);
+  if (c.op == nvme::opcode::read)
+    return complete(c, nvme::status::make(nvme::status_type::media, nvme::sc::unrecovered_read),
+                    dw0);
+  const nvme::status fault = nvme::status::make(nvme::status_type::media, nvme::sc::write_fault);
+  if (c.op == nvme::opcode::write) return write_done(c, fault, dw0);
+  complete(c, fault, dw0);
+}
+
+// copy_engine: push every finished read of this round into GPU memory, wait
+// once, and only then let their completions go out.
+void host_controller::worker::flush_copies() {
+  if (copy_batch_.empty()) return;
+  const nvme::status transfer_error = generic_status(nvme::sc::data_transfer_error);
+  std::size_t enqueued = 0;
+  for (command_ctx* c : copy_batch_) {
+    try {
+      copies_->enqueue_to_device(reinterpret_cast<void*>(c->cmd.prp1), c->buffer, c->length);
+      copy_batch_[enqueued++] = c;
+    } catch (const std::exception& e) {
+      char prp1[24];
+      std::snprintf(prp1, sizeof prp1, "0x%llx", static_cast<unsigned long long>(c->cmd.prp1));
+      owner_.record_io_error("copy of " + std::to_string(c->length) + " bytes to PRP1 " + prp1 +
+                             " failed: " + e.what());
+      complete(*c, transfer_error);
+    }
+  }
+  copy_batch_.resize(enqueued);
+  bool copied = true;
+  try {
+    copies_->wait();
+  } catch (const std::exception& e) {
+    owner_.record_io_error(std::string("copy engine wait failed: ") + e.what());
+    copied = false;
+  }
+  for (command_ctx* c : copy_batch_) complete(*c, copied ? nvme::status::ok() : transfer_error);
+  copy_batch_.clear();
+}
+
+}  // namespace warpstore
