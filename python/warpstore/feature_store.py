@@ -250,6 +250,8 @@ class TorchNeighborSampler(NeighborSampler):
         if self._graph is None:
             self._graph = (self.colptr.to(dev, torch.int64), self.row.to(dev, torch.int64))
             self._local = torch.full((self.colptr.numel() - 1,), -1, dtype=torch.int64, device=dev)
+            if isinstance(getattr(self, "perm", None), torch.Tensor):
+                self.perm = self.perm.to(dev)  # edge ids map back on the sampler's device
         colptr, row = self._graph
         local = self._local
         seed = seed.to(dev, torch.int64)
