@@ -2,6 +2,8 @@
 # Issues 17 and 15 on the GPU machine in one command, from the checkout:
 #
 #   source .deps/unpack-deps.sh; scripts/gpu-engine.sh [all|tests|stress|bench|cold|fetch]...
+#   (bench is engine, graphsage and attribution, each also a step alone;
+#   pyasync runs python/tests/test_async.py alone)
 #
 # tests: builds the Python extension (both targets) and the GPU test suite
 #        into build-gpu, runs the GPU suite (ctest label gpu) and pytest with
@@ -28,7 +30,7 @@ machine_log
 
 gpu_tests=(gpu_array_read_test gpu_array_write_test gpu_queue_test gpu_checkpoint_test gpu_log_test)
 GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
-  gpu_build 7 warpstore_python "${gpu_tests[@]}" $(want cold && echo warpstore-bench)
+  gpu_build 7 warpstore_python $(want tests && echo "${gpu_tests[@]}")
 export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
 
 if want tests; then
@@ -37,6 +39,10 @@ if want tests; then
     timed "$t" 150 "$bin"
   done
   timed pytest 240 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests"
+fi
+
+if want pyasync; then  # the asynchronous gathers and fetch-ahead alone
+  timed pytest-async 120 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests/test_async.py"
 fi
 
 if want stress; then
@@ -54,40 +60,40 @@ if want stress; then
   for p in $p1 $p2 $p3; do wait $p || status=1; done
 fi
 
-if want bench; then
+if want bench || want engine; then
   timed engine 120 "$py" "$root/bench/python_engine.py" --json "$out/engine.json"
-  # 2 M nodes x 128 float32 (1 GiB, page cache), cache 1/8 of it; the
-  # library's defaults and the machine's (no OMP_NUM_THREADS), as a user runs
-  # it: neighbors sampled on the GPU, features fetched one batch ahead.
-  gs=("$py" "$root/apps/graphsage/train.py" --nodes 2000000 --dim 128 --epochs 2 --batches 30
-      --test-nodes 10000 --dir /tmp --reuse)
+fi
+# 2 M nodes x 128 float32 (1 GiB, page cache), cache 1/8 of it; the
+# library's defaults and the machine's (no OMP_NUM_THREADS), as a user runs
+# it: neighbors sampled on the GPU, features fetched one batch ahead.
+gs=("$py" "$root/apps/graphsage/train.py" --nodes 2000000 --dim 128 --epochs 2 --batches 30
+    --test-nodes 10000 --dir /tmp --reuse)
+if want bench || want graphsage; then
   timed graphsage 200 "${gs[@]}" --json "$out/graphsage.json"
-  # Attribution: without fetch-ahead; and as before this work (CPU sampler,
-  # no fetch-ahead).
+fi
+if want bench || want attribution; then
+  # Without fetch-ahead; and as before this work (CPU sampler, no fetch-ahead).
   timed graphsage-sync 150 "${gs[@]}" --fetch-ahead off --sources warpstore,memmap \
     --name graphsage.host.sync --json "$out/graphsage-sync.json"
   timed graphsage-cpu-sampler 150 "${gs[@]}" --fetch-ahead off --sampler cpu \
     --sources warpstore,memmap --name graphsage.host.cpu_sampler \
     --json "$out/graphsage-cpu-sampler.json"
-  rm -f /tmp/graphsage-2000000x128.f32
 fi
+rm -f /tmp/graphsage-2000000x128.f32
 
 if want cold; then
   # 16 M nodes x 128 float32 (7.6 GiB) with every epoch started cold (pages
   # dropped, warpstore's cache emptied); direct="auto", the default, as a
-  # user's cold file gets. Then the same without fetch-ahead for the fetch
-  # rate, and the device's random 4 KiB O_DIRECT io_uring rate.
-  cs=("$py" "$root/apps/graphsage/train.py" --nodes 16000000 --dim 128 --epochs 2 --batches 3
-      --test-nodes 2000 --dir /tmp --reuse --cold --direct auto)
-  timed graphsage-cold 420 "${cs[@]}" --sources warpstore,memmap --name graphsage.cold \
+  # user's cold file gets. Fetched synchronously, so the fetch's own rate is
+  # measured; then the device's random 4 KiB O_DIRECT read rate on the same
+  # file.
+  timed graphsage-cold "${COLD_S:-300}" "$py" "$root/apps/graphsage/train.py" --nodes 16000000 \
+    --dim 128 --epochs 2 --batches 3 --test-nodes 1000 --dir /tmp --reuse --cold --direct auto \
+    --fetch-ahead off --sources warpstore,memmap --name graphsage.cold \
     --json "$out/graphsage-cold.json"
-  timed graphsage-cold-sync 200 "${cs[@]}" --sources warpstore --fetch-ahead off \
-    --name graphsage.cold.sync --json "$out/graphsage-cold-sync.json"
+  timed device-rate 60 "$py" "$root/bench/device_rate.py" /tmp/graphsage-16000000x128.f32 \
+    --seconds 10 --depth 64 --json "$out/device-rate.json"
   rm -f /tmp/graphsage-16000000x128.f32
-  timed device-4k 150 "$build/bench/warpstore-bench" ceilings --only uring --direct on \
-    --request 4K --requests 200K --cpu-threads 8,16 --depth 128 --file /tmp/ws-ceiling.dat \
-    --file-size 8GiB --no-warm --json "$out/device-4k.json"
-  rm -f /tmp/ws-ceiling.dat
 fi
 
 if want fetch; then

@@ -17,8 +17,8 @@ enum class delivery {
   copy_engine,  // controller pushes staging into the cache line with cudaMemcpyAsync
 };
 
-// Service threads per host controller unless set: half the machine's
-// cores, 1 to 8 (they sleep whenever nothing is in flight).
+// Service threads per host controller unless set: a quarter of the
+// machine's cores, 1 to 4 (they sleep whenever nothing is in flight).
 std::uint32_t default_service_threads();
 
 struct options {
