@@ -8,17 +8,8 @@
 namespace warpstore::python {
 
 namespace {
-// Ends an activity begun by erased_array::start, however finish leaves.
-class activity_end {
- public:
-  explicit activity_end(controller& c) : c_(c) {}
-  ~activity_end() { c_.end_activity(); }
-  activity_end(const activity_end&) = delete;
-  activity_end& operator=(const activity_end&) = delete;
-
- private:
-  controller& c_;
-};
+// Ends the controller activity a gather began, once its reads are over.
+void end_activity(void* c) { static_cast<controller*>(c)->end_activity(); }
 }  // namespace
 
 erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
@@ -73,23 +64,21 @@ erased_array::started erased_array::start(const void* idx, std::uint32_t index_b
     throw std::invalid_argument("indices must be 32- or 64-bit integers");
   started s;
   if (n == 0) return s;
-  // The service threads poll at full speed while the call runs, and sleep
-  // soon after it (finish ends the activity).
-  base_->shared_controller()->begin_activity();
+  // The service threads poll at full speed while the gather's reads run,
+  // and sleep as soon as they are over (the done hook ends the activity).
+  controller& ctl = *base_->shared_controller();
+  ctl.begin_activity();
+  bool queued = false;
   try {
     s.slot = take_slot();
-  } catch (...) {
-    base_->shared_controller()->end_activity();
-    throw;
-  }
-  s.live = true;
-  try {
-    launch_gather(*this, idx, index_bytes, n, out, stream, s.slot, poll);
+    s.live = true;
+    launch_gather(*this, idx, index_bytes, n, out, stream, s.slot, poll,
+                  done_hook{&end_activity, &ctl}, queued);
   } catch (...) {
     // The slot's record may be in any state; a fresh one serves the next call.
-    destroy_call_slot(s.slot);
+    if (s.live) destroy_call_slot(s.slot);
     s.live = false;
-    base_->shared_controller()->end_activity();
+    if (!queued) ctl.end_activity();
     throw;
   }
   return s;
@@ -100,7 +89,6 @@ bool erased_array::done(const started& s) const { return !s.live || gather_done(
 std::uint64_t erased_array::finish(started& s, const interrupt_poll& poll) const {
   if (!s.live) return no_bad_position;
   s.live = false;
-  const activity_end end(*base_->shared_controller());
   call_record rec{};
   try {
     wait_gather(s.slot, poll);

@@ -77,7 +77,7 @@ class erased_array {
 
   // gather in two halves, for callers that go on while the rows arrive:
   // start() queues the gather (on the GPU target it returns before the rows
-  // are in; the service threads stay awake until finish), and finish()
+  // are in; the service threads stay awake until its kernel ends), and finish()
   // waits for it and returns or raises what gather would. Every started
   // gather must be finished exactly once.
   struct started {
@@ -112,9 +112,19 @@ void destroy_call_slot(call_slot& s) noexcept;
 // returns at once; the CPU target runs it whole (polling `poll`) before
 // returning. wait_gather waits for the slot's gather (GPU: for the event,
 // polling `poll`), after which slot.host holds its record.
+//
+// on_done(arg) runs once the gather's reads are over: on the GPU target from
+// CUDA's host-function thread, in stream order right after the kernel (so
+// the service threads can sleep while the caller still computes), on the
+// CPU target before launch_gather returns. `queued` says whether it was
+// handed over (if launch_gather throws before that, the caller runs it).
+struct done_hook {
+  void (*fn)(void*) = nullptr;
+  void* arg = nullptr;
+};
 void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
                    std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
-                   const interrupt_poll& poll);
+                   const interrupt_poll& poll, done_hook on_done, bool& queued);
 void wait_gather(const call_slot& slot, const interrupt_poll& poll);
 // Whether the slot's gather has ended (never blocks).
 bool gather_done(const call_slot& slot);

@@ -103,7 +103,7 @@ void gather_typed(const erased_array& ea, const I* idx, std::uint64_t n, W* out,
 // The CPU target runs the whole gather at launch: nothing is left to wait for.
 void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
                    std::uint64_t n, void* out, std::uintptr_t, const call_slot& slot,
-                   const interrupt_poll& poll) {
+                   const interrupt_poll& poll, done_hook on_done, bool& queued) {
   call_record& rec = *slot.device;
   rec = call_record{};
   rec.first_bad = no_bad_position;
@@ -113,6 +113,8 @@ void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_b
     else
       gather_typed(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), rec, poll);
   });
+  queued = true;
+  on_done.fn(on_done.arg);
 }
 
 void wait_gather(const call_slot&, const interrupt_poll&) {}

@@ -126,7 +126,7 @@ bool wait_interruptibly(cudaEvent_t ev, const call_slot& slot, const interrupt_p
 
 void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
                    std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
-                   const interrupt_poll&) {
+                   const interrupt_poll&, done_hook on_done, bool& queued) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   call_record* rec = slot.device;
   WARPSTORE_CUDA_TRY(cudaMemsetAsync(rec, 0, sizeof *rec, s));
@@ -137,6 +137,9 @@ void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_b
     else
       launch(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), s, rec);
   });
+  // Before the event: a waiter that saw the event knows the hook has run.
+  WARPSTORE_CUDA_TRY(cudaLaunchHostFunc(s, on_done.fn, on_done.arg));
+  queued = true;
   WARPSTORE_CUDA_TRY(cudaMemcpyAsync(slot.host, rec, sizeof *rec, cudaMemcpyDeviceToHost, s));
   WARPSTORE_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(slot.event), s));
 }
