@@ -127,7 +127,8 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
     torch.manual_seed(args.seed)
     fs, gs = WarpstoreFeatureStore(device=device), InMemoryGraphStore()
     fs.put_tensor(features, group_name=None, attr_name="x", index=None)
-    fs.put_tensor(y, group_name=None, attr_name="y", index=None)
+    # Labels are small: they live where training runs, as a user keeps them.
+    fs.put_tensor(y.to(device), group_name=None, attr_name="y", index=None)
     gs.put_edge_index(edge_index, edge_type=None, layout="coo", size=(args.nodes, args.nodes))
     fanout = [int(f) for f in args.fanout.split(",")]
     sampler = neighbor_sampler((fs, gs), fanout,

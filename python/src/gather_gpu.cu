@@ -80,9 +80,18 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
     gather_elements_kernel<<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(a, idx, out, n,
                                                                                   rec);
   } else {
+    // At most blocks_per_sm blocks a multiprocessor, walking the rows: that
+    // keeps thousands of misses in flight (far more than the controller
+    // serves at once) and leaves room on every multiprocessor for the
+    // caller's kernels while an asynchronous gather runs beside them.
+    constexpr std::uint64_t blocks_per_sm = 4;
+    int device = 0, sms = 0;
+    WARPSTORE_CUDA_TRY(cudaGetDevice(&device));
+    WARPSTORE_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
     const std::uint64_t warps_per_block = block_threads / 32;
     const std::uint64_t blocks =
-        std::min<std::uint64_t>((n + warps_per_block - 1) / warps_per_block, 1u << 20);
+        std::min<std::uint64_t>((n + warps_per_block - 1) / warps_per_block,
+                                blocks_per_sm * static_cast<std::uint64_t>(sms > 0 ? sms : 1));
     gather_rows_kernel<<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(
         a, ea.rows(), row_words, idx, out, n, rec);
   }
