@@ -41,6 +41,12 @@ struct batch_ticket {
   std::uint64_t window = 0;      // first queue ticket of its commands
   std::uint32_t slots[rounds] = {};  // this lane's cache slot in each round
   std::uint32_t pair = 0;            // queue pair of the window
+  // The lanes that posted the batch (0: never posted). wait() and release()
+  // work over these lanes, not over whichever lanes happen to be converged
+  // when they are called: the part geometry (chunk_lines), each lane's
+  // lines (its rank) and its queue tickets (rank in each round's ballot)
+  // were all derived from this mask at the post.
+  std::uint32_t mask = 0;
   std::uint32_t chunk_lines = 0;     // lines in one part
   std::uint8_t busy = 0;      // rounds in which this lane has a command posted
   std::uint8_t deferred = 0;  // rounds whose line wait() looks up the ordinary way

@@ -139,6 +139,42 @@ TEST_P(ArrayBatch, PresentLinesAreNotReadAgain) {
   a.check();
 }
 
+// Every post records the lanes that made it, and wait/release work over
+// those lanes rather than over whichever lanes are converged when they are
+// called (on the GPU a kernel's lanes reach wait or release in groups after
+// a per-lane loop; recomputing the mask there made lanes disagree on the
+// part geometry and run different collectives: misaligned writes on the
+// H100). A CPU "warp" is one thread, so the mask is always 1 and a
+// lane-group mismatch cannot happen here; what the CPU build can check is
+// that no post path forgets the mask (a ticket with none falls back to the
+// calling lanes) and that a never-posted ticket is harmless.
+TEST_P(ArrayBatch, TicketRemembersItsLanes) {
+  array<std::uint64_t> a(file_.path(), 10000, batch_options(GetParam()));
+  const array_ref<std::uint64_t> ref = a.ref();
+  const unsigned lanes = detail::warp::active_mask();
+  batch_ticket never;  // never posted: nothing to wait for, nothing to release
+  EXPECT_EQ(never.mask, 0u);
+  EXPECT_TRUE(ref.wait(never));
+  ref.release(never);
+  batch_ticket t = ref.prefetch(100, 3 * per_line, true);
+  EXPECT_EQ(t.mask, lanes);
+  EXPECT_TRUE(ref.wait(t));
+  EXPECT_EQ(t.mask, lanes);
+  ref.release(t);
+  batch_ticket empty = ref.prefetch(5, 0);
+  EXPECT_EQ(empty.mask, lanes);
+  EXPECT_TRUE(ref.wait(empty));
+  batch_ticket bad = ref.prefetch(9990, 20, true);
+  EXPECT_EQ(bad.mask, lanes);
+  EXPECT_FALSE(ref.wait(bad));
+  ref.release(bad);
+  EXPECT_THROW(a.check(), index_error);
+  batch_ticket ro = ref.post_write_back(0, per_line);  // a read-only open
+  EXPECT_EQ(ro.mask, lanes);
+  EXPECT_FALSE(ref.wait(ro));
+  EXPECT_ANY_THROW(a.check());
+}
+
 // An out-of-range span is recorded at the post and reported by the wait.
 TEST_P(ArrayBatch, OutOfRangeSurfacesAtWait) {
   array<std::uint64_t> a(file_.path(), 10000, batch_options(GetParam()));

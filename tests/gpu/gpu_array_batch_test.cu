@@ -34,7 +34,10 @@ struct counts {
 
 // Each warp, `rounds` times: prefetch a span (overlapping other warps'
 // when `overlap`), do some arithmetic, wait, check the span through
-// pinned_element (pin) or operator[] (no pin), release.
+// pinned_element (pin) or operator[] (no pin), release. The check loop's
+// trip count differs between lanes when n % 32 != 0, so lanes may reach
+// release() and the next prefetch/wait in groups: the ticket's mask (the
+// posting lanes) keeps wait and release over the lanes that posted.
 __global__ void batch_kernel(array_ref<std::uint64_t> a, int rounds, std::uint64_t max_span,
                              bool overlap, bool pin, counts* out) {
   const std::uint64_t warp_id = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32;

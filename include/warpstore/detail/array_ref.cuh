@@ -219,7 +219,9 @@ struct array_ref {
 
   // Asynchronous batches (batch.cuh). Warp-collective like read_span: every
   // calling lane passes the same `first` and `n`, and the same lanes later
-  // pass their own copies of the ticket to wait() (and release()).
+  // pass their own copies of the ticket to wait() (and release()). The
+  // ticket remembers those lanes: wait and release reconverge them
+  // (__syncwarp over the posting mask), so the warp may reach them diverged.
   //
   // prefetch posts reads of the lines holding elements [first, first + n)
   // and returns without waiting for them: a line the cache holds is a hit
@@ -273,6 +275,7 @@ struct array_ref {
       batch_ticket t;
       t.flags = batch_ticket::write | batch_ticket::failed;
       const unsigned mask = calling_mask();
+      t.mask = mask;
       if (detail::warp::rank_in(mask, detail::warp::lane()) == 0) check_writable(first);
       return t;
     }
@@ -282,7 +285,7 @@ struct array_ref {
   // Completes the batch of `t` (see prefetch); warp-uniform result. Waiting
   // again is a no-op that returns the same answer.
   WARPSTORE_HD bool wait(batch_ticket& t) const {
-    const unsigned mask = calling_mask();
+    const unsigned mask = batch_mask(t);
     if (detail::warp::ballot(mask, t.in_flight()) != 0) {
       const unsigned lanes = detail::warp::popcount(mask);
       const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
@@ -295,7 +298,7 @@ struct array_ref {
   // it was not). A failed batch holds none. Warp-collective like wait.
   WARPSTORE_HD void release(batch_ticket& t) const {
     wait(t);
-    const unsigned mask = calling_mask();
+    const unsigned mask = batch_mask(t);
     if (detail::warp::ballot(mask, (t.flags & batch_ticket::pinned) != 0) == 0) return;
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
@@ -392,6 +395,26 @@ struct array_ref {
     return e < t.first ? t.first : e;
   }
 
+  // The lanes wait() and release() work over: those that posted `t`, once
+  // all of them are here. Not calling_mask(): __activemask() names the
+  // lanes converged at this instruction, and a kernel whose lanes leave a
+  // per-lane loop at different trips (i = first + lane; i < first + n;
+  // i += 32, with n % 32 != 0) reaches wait or release in two groups. Each
+  // group then recomputed lanes and ranks from its own mask, or the whole
+  // warp from a full one, while the batch was posted with another: lanes
+  // disagreed on chunk_lines, so some ran one more round of complete_part's
+  // collect loop while others were already in with_line, and the shuffles
+  // of io_ref::broadcast paired different fields of different lanes (a READ
+  // copied to an slba as its destination: misaligned writes on the H100);
+  // a group's ranks also named other lanes' tickets and lines, and release
+  // unpinned every line once per group. A ticket never posted (0) falls
+  // back to the calling lanes: there is nothing to collect.
+  WARPSTORE_HD unsigned batch_mask(const batch_ticket& t) const {
+    if (t.mask == 0) return calling_mask();
+    detail::warp::sync(t.mask);  // the posting lanes, reconverged
+    return t.mask;
+  }
+
   // Unpins lines [from, to) of this array, one pin each (the caller holds
   // them, so their tags are stable).
   WARPSTORE_HD void unpin_lines(std::uint64_t from, std::uint64_t to, unsigned lanes,
@@ -408,6 +431,7 @@ struct array_ref {
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     batch_ticket t;
+    t.mask = mask;
     t.flags = kind;
     t.first = first;
     if (!check_span(first, n, rank)) {
