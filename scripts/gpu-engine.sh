@@ -3,7 +3,8 @@
 #
 #   source .deps/unpack-deps.sh; scripts/gpu-engine.sh [all|tests|stress|bench|cold|fetch]...
 #   (bench is engine, graphsage and attribution, each also a step alone;
-#   pyasync runs python/tests/test_async.py alone)
+#   pyasync runs python/tests/test_async.py alone; smoke the GPU read and
+#   batch tests alone)
 #
 # tests: builds the Python extension (both targets) and the GPU test suite
 #        into build-gpu, runs the GPU suite (ctest label gpu) and pytest with
@@ -28,9 +29,11 @@ machine_log
 "$py" -c "import torch; print('torch', torch.__version__, torch.get_num_threads(), 'threads')" \
   >>"$out/machine.log" 2>&1
 
-gpu_tests=(gpu_array_read_test gpu_array_write_test gpu_queue_test gpu_checkpoint_test gpu_log_test)
+gpu_tests=(gpu_array_read_test gpu_array_write_test gpu_queue_test gpu_checkpoint_test gpu_log_test
+           gpu_array_batch_test)
 GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
-  gpu_build 7 warpstore_python $(want tests && echo "${gpu_tests[@]}")
+  gpu_build 7 warpstore_python $(want tests && echo "${gpu_tests[@]}") \
+  $(want smoke && echo gpu_array_read_test gpu_array_batch_test)
 export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
 
 if want tests; then
@@ -41,9 +44,6 @@ if want tests; then
   timed pytest 240 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests"
 fi
 
-if want pyasync; then  # the asynchronous gathers and fetch-ahead alone
-  timed pytest-async 120 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests/test_async.py"
-fi
 
 if want stress; then
   # Three stress processes at once (CPU target over the host and memory
@@ -58,6 +58,10 @@ if want stress; then
   run_stress cpu-memory cpu memory & p2=$!
   run_stress cuda-host cuda host & p3=$!
   for p in $p1 $p2 $p3; do wait $p || status=1; done
+fi
+
+if want pyasync; then  # the asynchronous gathers and fetch-ahead alone
+  timed pytest-async 120 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests/test_async.py"
 fi
 
 if want bench || want engine; then
@@ -94,6 +98,12 @@ if want cold; then
   timed device-rate 60 "$py" "$root/bench/device_rate.py" /tmp/graphsage-16000000x128.f32 \
     --seconds 10 --depth 64 --json "$out/device-rate.json"
   rm -f /tmp/graphsage-16000000x128.f32
+fi
+
+if want smoke; then  # a short GPU check: array reads and the asynchronous batches of kernels
+  for t in gpu_array_read_test gpu_array_batch_test; do
+    timed "$t" 120 "$(find "$build/tests" -name "$t" -type f | head -1)"
+  done
 fi
 
 if want fetch; then

@@ -13,7 +13,8 @@
 #                                 within MINUTES, or stop the script
 #   timed NAME SECONDS CMD...     CMD under a timeout, its output in
 #                                 $out/NAME.log (the tail shown), a failure
-#                                 recorded with fail
+#                                 recorded with fail; with PACK=FILE every
+#                                 log so far is packed into FILE after it
 #   vector_add_run JSON NAME CONTROLLER TRIALS THREADS LOG [WORD...]
 #                                 one `warpstore-bench writes` result (the
 #                                 issue-4 vector add, 1 GiB arrays, 512 MiB
@@ -55,6 +56,9 @@ timed() {
   step "$name (up to $limit s)"
   timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
   local rc=$?
+  # PACK=FILE: the logs so far, packed after every step (a call cut short
+  # still brings them back).
+  [ -z "${PACK:-}" ] || tar czf "$PACK" -C "$out" . 2>/dev/null
   [ $rc = 0 ] || fail "$name (exit $rc$([ $rc = 124 ] && echo ', timed out'))"
   tail -15 "$out/$name.log" >&2
   return $rc
