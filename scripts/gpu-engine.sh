@@ -4,7 +4,7 @@
 #   source .deps/unpack-deps.sh; scripts/gpu-engine.sh [all|tests|stress|bench|cold|fetch]...
 #   (bench is engine, graphsage and attribution, each also a step alone;
 #   pyasync runs python/tests/test_async.py alone; smoke the GPU read and
-#   batch tests alone)
+#   batch tests alone; async the kernel example, bench/async_kernel_bench.cu)
 #
 # tests: builds the Python extension (both targets) and the GPU test suite
 #        into build-gpu, runs the GPU suite (ctest label gpu) and pytest with
@@ -33,7 +33,8 @@ gpu_tests=(gpu_array_read_test gpu_array_write_test gpu_queue_test gpu_checkpoin
            gpu_array_batch_test)
 GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
   gpu_build 7 warpstore_python $(want tests && echo "${gpu_tests[@]}") \
-  $(want smoke && echo gpu_array_read_test gpu_array_batch_test)
+  $(want smoke && echo gpu_array_read_test gpu_array_batch_test) \
+  $(want async && echo async-kernel-bench)
 export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
 
 if want tests; then
@@ -85,6 +86,18 @@ if want bench || want attribution; then
 fi
 rm -f /tmp/graphsage-2000000x128.f32
 
+if want smoke; then  # a short GPU check: array reads and the asynchronous batches of kernels
+  for t in gpu_array_read_test gpu_array_batch_test; do
+    timed "$t" 120 "$(find "$build/tests" -name "$t" -type f | head -1)"
+  done
+fi
+
+if want async; then  # the kernel example: tiled C = A * B, sync vs async vs CPU double buffering
+  timed async-kernel 90 "$build/bench/async-kernel-bench" --file /tmp/warpstore-async-a.f32 \
+    --a-bytes 2GiB --k 1024 --n 2048 --trials 3 --json "$out/async.json"
+  rm -f /tmp/warpstore-async-a.f32
+fi
+
 if want cold; then
   # 16 M nodes x 128 float32 (7.6 GiB) with every epoch started cold (pages
   # dropped, warpstore's cache emptied); direct="auto", the default, as a
@@ -98,12 +111,6 @@ if want cold; then
   timed device-rate 60 "$py" "$root/bench/device_rate.py" /tmp/graphsage-16000000x128.f32 \
     --seconds 10 --depth 64 --json "$out/device-rate.json"
   rm -f /tmp/graphsage-16000000x128.f32
-fi
-
-if want smoke; then  # a short GPU check: array reads and the asynchronous batches of kernels
-  for t in gpu_array_read_test gpu_array_batch_test; do
-    timed "$t" 120 "$(find "$build/tests" -name "$t" -type f | head -1)"
-  done
 fi
 
 if want fetch; then
