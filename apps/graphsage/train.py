@@ -44,6 +44,11 @@ class MemmapRows:
     def gather(self, idx):
         return torch.from_numpy(self.mm[idx.cpu().numpy()]).to(self.device)
 
+    def remap(self):
+        """A fresh mapping: pages mapped by the old one stay resident even
+        after a drop, so a cold epoch starts from a new one."""
+        self.mm = np.memmap(self.mm.filename, dtype=np.float32, mode="r", shape=self.shape)
+
     def gather_async(self, idx):
         """The same fetch run ahead on a thread, as a user would write it for
         the fetch-ahead loop: the rows are copied on the thread's own CUDA
@@ -144,6 +149,8 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
         if args.cold:  # every epoch starts cold: no page cache, an empty warpstore cache
             if hasattr(features, "clear_cache"):
                 features.clear_cache()
+            if hasattr(features, "remap"):
+                features.remap()
             drop_pages(args.path)
         fs.fetch_seconds = fs.exposed_fetch_seconds = 0.0
         sampler.sample_seconds = 0.0
@@ -187,7 +194,7 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
             out = model(batch.x, batch.edge_index.to(device))[: batch.batch_size]
             correct += int((out.argmax(-1).cpu() == batch.y[: batch.batch_size].cpu()).sum())
             # Every row the source fetched, against the file's bytes.
-            want = torch.from_numpy(reference[batch.n_id.cpu().numpy()])
+            want = torch.from_numpy(reference(batch.n_id.cpu().numpy()))
             bad_rows += int((batch.x.cpu() != want).any(dim=1).sum())
             checked += batch.n_id.numel()
     acc = correct / test.numel()
@@ -290,7 +297,10 @@ def main(argv=None):
     print(f"training: {args.epochs} epochs of {args.batches or 'all'} batches of {args.batch_size} "
           f"seeds, fanout {args.fanout}, seed {args.seed}", flush=True)
     shape = (args.nodes, args.dim)
-    reference = np.memmap(path, dtype=np.float32, mode="r", shape=shape)
+    def reference(ids):
+        """The file's rows, through a mapping made and dropped per call (one
+        kept open would pin the pages it touched through later drops)."""
+        return np.array(np.memmap(path, dtype=np.float32, mode="r", shape=shape)[ids])
     report = {}
     for source in args.sources.split(","):
         if args.cold:
