@@ -124,26 +124,39 @@ __global__ void __launch_bounds__(block_threads) sync_kernel(array_ref<float> a,
   }
 }
 
-// async: the loader warps post the batch of the block's next tile before the
-// block computes this one, and wait for it after.
+// async: one loader warp posts the batch of the block's next tile (all its
+// rows) before the block computes this one, and waits for it after. One
+// warp, not one per 32 rows: a posted batch holds its queue slots until its
+// warp waits, and warps coupled by __syncthreads must together hold one
+// batch at a time (array_ref::prefetch). Two loader warps each holding
+// their window across the barrier deadlocked: tickets of the pair wrapped
+// onto the parked warp's slots, the claimer blocked holding an unposted
+// ticket, the tail stopped there, and the block-mate's commands behind it
+// never completed (CPU test DoubleBufferedTiles*).
 __global__ void __launch_bounds__(block_threads) async_kernel(array_ref<float> a, kernel_args p) {
   __shared__ const float* rows[tile_rows];
   __shared__ __align__(16) float stage[tile_rows * k_step];
   const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const bool loader = warp < loader_warps;
-  const std::uint64_t span = 32 * p.s.k;  // a loader warp's rows of a tile
+  const bool loader = warp == 0;
+  const std::uint64_t span = tile_rows * p.s.k;
   std::uint64_t t = blockIdx.x;
   batch_ticket cur;
-  if (loader && t < p.tiles) cur = a.prefetch((t * tile_rows + warp * 32) * p.s.k, span, true);
+  if (loader && t < p.tiles) cur = a.prefetch(t * tile_rows * p.s.k, span, true);
   for (; t < p.tiles; t += gridDim.x) {
     const std::uint64_t next = t + gridDim.x;
     batch_ticket ahead;
     if (loader) {
       const bool ok = a.wait(cur);
-      const std::uint64_t row = t * tile_rows + warp * 32 + lane;
-      rows[warp * 32 + lane] = ok ? a.pinned_element(row * p.s.k) : nullptr;
+      for (unsigned r = lane; r < tile_rows; r += 32) {
+        const std::uint64_t row = t * tile_rows + r;
+        rows[r] = ok ? a.pinned_element(row * p.s.k) : nullptr;
+      }
       if (!ok && lane == 0) atomicAdd(p.failed, 1ull);
-      if (next < p.tiles) ahead = a.prefetch((next * tile_rows + warp * 32) * p.s.k, span, true);
+      // prefetch is collective over calling_mask() (__activemask()): the
+      // lanes diverged in pinned_element (a per-lane tag scan) reconverge
+      // first, so the whole warp posts one batch.
+      __syncwarp();
+      if (next < p.tiles) ahead = a.prefetch(next * tile_rows * p.s.k, span, true);
     }
     __syncthreads();
     tile_product(rows, p.b, int(p.s.k), int(p.s.n), p.c + t * tile_rows * p.s.n, stage);

@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <barrier>
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -230,6 +232,115 @@ TEST_P(ArrayBatch, ConcurrentOverlappingPrefetches) {
   a.check();
   EXPECT_EQ(a.stats().errors, 0u);
   EXPECT_GT(a.stats().evictions, 0u);
+}
+
+// The pattern of bench/async_kernel_bench.cu's async kernel, at CPU scale:
+// "blocks" of loader threads (a CPU thread is a warp) walk tiles of rows
+// (one cache line a row), each loader double-buffering pinned batches of
+// its rows of the block's tiles: wait for this tile, take the addresses,
+// post the next tile, barrier, compute, barrier, release this tile. Short
+// deadline: a wait that only ends at the deadline fails the test at once.
+struct tile_walk {
+  unsigned blocks;
+  unsigned loaders;        // threads of a block, coupled by its barriers
+  std::uint64_t rows;      // rows (lines) of a loader's batch
+  std::size_t cache_bytes;
+  std::uint32_t ways;
+  std::uint32_t queue_pairs;
+  std::uint32_t queue_depth;
+};
+
+void walk_tiles(const std::string& path, options o, const tile_walk& w) {
+  o.cache_bytes = w.cache_bytes;
+  o.ways = w.ways;
+  o.queue_pairs = w.queue_pairs;
+  o.queue_depth = w.queue_depth;
+  o.timeout_ns = 2'000'000'000ull;
+  array<std::uint64_t> a(path, 0, o);
+  const array_ref<std::uint64_t> ref = a.ref();
+  const std::uint64_t tile_rows = w.loaders * w.rows;
+  const std::uint64_t tiles = a.size() / per_line / tile_rows;
+  std::atomic<std::uint64_t> wrong{0}, failed{0}, missing{0}, done{0};
+  std::vector<std::unique_ptr<std::barrier<>>> bars;
+  std::vector<std::vector<const std::uint64_t*>> shared(w.blocks);
+  for (unsigned b = 0; b < w.blocks; ++b) {
+    bars.push_back(std::make_unique<std::barrier<>>(w.loaders));
+    shared[b].assign(tile_rows, nullptr);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  test::run_lanes(w.blocks * w.loaders, [&](unsigned id) {
+    const unsigned block = id / w.loaders, loader = id % w.loaders;
+    std::barrier<>& bar = *bars[block];
+    std::vector<const std::uint64_t*>& rows = shared[block];
+    auto span_of = [&](std::uint64_t tile) {
+      return (tile * tile_rows + loader * w.rows) * per_line;
+    };
+    std::uint64_t t = block;
+    batch_ticket cur;
+    if (t < tiles) cur = ref.prefetch(span_of(t), w.rows * per_line, true);
+    for (; t < tiles; t += w.blocks) {
+      const std::uint64_t next = t + w.blocks;
+      batch_ticket ahead;
+      const bool ok = ref.wait(cur);
+      if (!ok) failed.fetch_add(1);
+      for (std::uint64_t r = 0; r < w.rows; ++r) {
+        const std::uint64_t row = t * tile_rows + loader * w.rows + r;
+        const std::uint64_t* p = ok ? ref.pinned_element(row * per_line) : nullptr;
+        if (ok && p == nullptr) missing.fetch_add(1);
+        rows[loader * w.rows + r] = p;
+      }
+      if (next < tiles) ahead = ref.prefetch(span_of(next), w.rows * per_line, true);
+      bar.arrive_and_wait();
+      // "Compute": every loader reads a few words of every row of the tile.
+      for (std::uint64_t r = loader; r < tile_rows; r += w.loaders) {
+        const std::uint64_t* p = rows[r];
+        if (p == nullptr) continue;
+        const std::uint64_t e = (t * tile_rows + r) * per_line;
+        for (std::uint64_t k = 0; k < per_line; k += 97) wrong.fetch_add(p[k] != want(e + k));
+      }
+      bar.arrive_and_wait();
+      ref.release(cur);
+      cur = ahead;
+      done.fetch_add(1);
+    }
+  });
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ(failed.load(), 0u);
+  EXPECT_EQ(missing.load(), 0u);
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_EQ(done.load(), tiles * w.loaders);
+  EXPECT_LT(s, 2.0) << "a wait that only ended at a deadline";
+  EXPECT_NO_THROW(a.check());
+  // Every pin went back: the whole cache can be recycled.
+  std::uint64_t wrong2 = 0;
+  for (std::uint64_t i = 0; i < a.size(); i += per_line) wrong2 += ref[i] != want(i);
+  EXPECT_EQ(wrong2, 0u);
+  EXPECT_NO_THROW(a.check());
+}
+
+// One loader per block (the rule: a block's loaders are coupled by its
+// barriers, so together they may hold one window at a time). Two loaders
+// per block, each holding its posted window across the barrier while the
+// other posts, deadlocked here on one pair of depth 256 and on 2 pairs of
+// depth 32 (every run ended at the deadline): tickets wrap onto a slot of
+// the parked loader's window, the claimer blocks holding an unposted ticket,
+// the tail stops there, and the block-mate's commands behind it never
+// complete.
+TEST_P(ArrayBatch, DoubleBufferedTilesLargeCache) {
+  walk_tiles(file_.path(), batch_options(GetParam()),
+             {16, 1, 32, std::size_t{16} << 20, 16, 2, 256});
+}
+
+// Cache only a few times the pins held; lines are evicted all along.
+TEST_P(ArrayBatch, DoubleBufferedTilesSmallCache) {
+  walk_tiles(file_.path(), batch_options(GetParam()),
+             {8, 1, 32, std::size_t{2} << 20, 32, 2, 256});
+}
+
+// Many loaders on one shallow pair: tickets wrap around the ring all along.
+TEST_P(ArrayBatch, DoubleBufferedTilesOneShallowPair) {
+  walk_tiles(file_.path(), batch_options(GetParam()),
+             {16, 1, 32, std::size_t{16} << 20, 16, 1, 32});
 }
 
 // Batches against plain reads of the same lines from other threads.

@@ -256,6 +256,17 @@ struct array_ref {
   // then wait. One batch in flight per warp; other warps reading the
   // batch's lines wait for them as for any fill in flight.
   //
+  // Queue slots are reused in ticket order: a posted window keeps its
+  // slots until its warp waits, and once the pair's tickets wrap around to
+  // them the next claimer blocks holding an unposted ticket, so no command
+  // after it reaches the controller until this warp waits. Harmless for a
+  // warp that goes on to wait; a deadlock (until the deadline) where warps
+  // are coupled by __syncthreads and each holds a window while a
+  // block-mate posts or waits: the block-mate's commands sit behind the
+  // blocked ticket while this warp waits at the barrier. Warps coupled by a
+  // barrier hold one batch in flight between them (one loader warp per
+  // block; CPU tests DoubleBufferedTiles*).
+  //
   // A span longer than one part (32 * batch_ticket::rounds lines for a
   // warp, rounds lines for a CPU thread, at most half the queue depth)
   // completes all its parts but the last inside prefetch.
