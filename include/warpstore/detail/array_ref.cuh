@@ -550,6 +550,13 @@ struct array_ref {
         if (active) finish_line(t, r, line, req, st);
       }
     }
+    // Ring the doorbell now: posted entries reach the controller only when
+    // somebody moves the tail, and otherwise nobody would before this
+    // warp's wait(), so the reads would not run while the warp computes.
+    if (queued && total != 0) {
+      detail::warp::sync(mask);
+      if (detail::warp::lane() == detail::warp::first_lane(mask)) io.pair(t.pair).move_tail();
+    }
     if (detail::warp::ballot(mask, t.busy != 0 || t.deferred != 0) != 0)
       t.flags |= batch_ticket::pending;
   }
