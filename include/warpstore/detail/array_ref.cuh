@@ -472,6 +472,30 @@ struct array_ref {
     return t;
   }
 
+  // Round r of the part in flight as lane `rank` sees it: whether it has a
+  // command, which lanes do, its line and request, and (queues) its ticket
+  // in the part's window; `offset` counts the window's tickets of earlier
+  // rounds. Warp-collective over `mask`.
+  struct busy_round {
+    bool active;
+    unsigned busy_lanes;
+    std::uint64_t line;
+    io_request req;
+    std::uint64_t ticket;
+  };
+  WARPSTORE_HD busy_round round_of(const batch_ticket& t, std::uint32_t r, unsigned mask,
+                                   unsigned lanes, unsigned rank, const detail::line_io& l,
+                                   std::uint32_t& offset) const {
+    busy_round b;
+    b.active = ((t.busy >> r) & 1u) != 0;
+    b.busy_lanes = detail::warp::ballot(mask, b.active);
+    b.line = t.chunk_line + r * lanes + rank;
+    b.req = l.request_for(b.line, t.slots[r]);
+    b.ticket = t.window + offset + detail::warp::rank_in(b.busy_lanes, detail::warp::lane());
+    offset += detail::warp::popcount(b.busy_lanes);
+    return b;
+  }
+
   // Claims the lines of the part starting at t.chunk_line and posts their
   // commands in one window. Lane `rank` takes line chunk_line + r * lanes +
   // rank in round r.
@@ -529,25 +553,18 @@ struct array_ref {
     if (total != 0) t.window = io_ref::take_window(io.pair(t.pair), mask, total);
     // Post (queues) or execute (memory controller) round by round.
     std::uint32_t offset = 0;
-    for (std::uint32_t r = 0; r < batch_ticket::rounds; ++r) {
-      if (r * lanes >= t.chunk_lines) break;
-      const std::uint8_t bit = static_cast<std::uint8_t>(1u << r);
-      const bool active = (t.busy & bit) != 0;
-      const unsigned m = detail::warp::ballot(mask, active);
-      if (m == 0) continue;
-      const std::uint64_t line = t.chunk_line + r * lanes + rank;
-      const io_request req = l.request_for(line, t.slots[r]);
+    for (std::uint32_t r = 0; r < batch_ticket::rounds && r * lanes < t.chunk_lines; ++r) {
+      const busy_round b = round_of(t, r, mask, lanes, rank, l, offset);
+      if (b.busy_lanes == 0) continue;
       nvme::status st;
       if (queued) {
         const queue_pair_ref& qp = io.pair(t.pair);
-        const std::uint64_t ticket = t.window + offset + detail::warp::rank_in(m, detail::warp::lane());
-        st = write ? io_ref::post_write(qp, mask, active, req, ticket)
-                   : io_ref::post_read(qp, active, req, ticket);
-        offset += detail::warp::popcount(m);
-        if (active && !st.success()) finish_line(t, r, line, req, st);  // never posted
+        st = write ? io_ref::post_write(qp, mask, b.active, b.req, b.ticket)
+                   : io_ref::post_read(qp, b.active, b.req, b.ticket);
+        if (b.active && !st.success()) finish_line(t, r, b.line, b.req, st);  // never posted
       } else {
-        st = write ? io.write(mask, active, req) : io.read(mask, active, req);
-        if (active) finish_line(t, r, line, req, st);
+        st = write ? io.write(mask, b.active, b.req) : io.read(mask, b.active, b.req);
+        if (b.active) finish_line(t, r, b.line, b.req, st);
       }
     }
     // Ring the doorbell now: posted entries reach the controller only when
@@ -600,20 +617,13 @@ struct array_ref {
     if (io.kind == io_kind::queues) {
       const queue_pair_ref& qp = io.pair(t.pair);
       std::uint32_t offset = 0;
-      for (std::uint32_t r = 0; r < batch_ticket::rounds; ++r) {
-        if (r * lanes >= t.chunk_lines) break;
-        const std::uint8_t bit = static_cast<std::uint8_t>(1u << r);
-        const bool active = (t.busy & bit) != 0;
-        const unsigned m = detail::warp::ballot(mask, active);
-        if (m == 0) continue;
-        const std::uint64_t line = t.chunk_line + r * lanes + rank;
-        const io_request req = l.request_for(line, t.slots[r]);
-        const std::uint64_t ticket = t.window + offset + detail::warp::rank_in(m, detail::warp::lane());
-        offset += detail::warp::popcount(m);
+      for (std::uint32_t r = 0; r < batch_ticket::rounds && r * lanes < t.chunk_lines; ++r) {
+        const busy_round b = round_of(t, r, mask, lanes, rank, l, offset);
+        if (b.busy_lanes == 0) continue;
         const nvme::status st =
-            write ? io_ref::complete_write(qp, active, ticket, nvme::status::ok())
-                  : io_ref::complete_reads(qp, mask, active, req, ticket, nvme::status::ok());
-        if (active) finish_line(t, r, line, req, st);
+            write ? io_ref::complete_write(qp, b.active, b.ticket, nvme::status::ok())
+                  : io_ref::complete_reads(qp, mask, b.active, b.req, b.ticket, nvme::status::ok());
+        if (b.active) finish_line(t, r, b.line, b.req, st);
       }
     }
     for (std::uint32_t r = 0; r < batch_ticket::rounds; ++r) {
