@@ -152,7 +152,7 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
             if hasattr(features, "remap"):
                 features.remap()
             drop_pages(args.path)
-        fs.fetch_seconds = fs.exposed_fetch_seconds = 0.0
+        fs.fetch_seconds = fs.exposed_fetch_seconds = fs.launch_seconds = 0.0
         sampler.sample_seconds = 0.0
         sync()
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -181,7 +181,8 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
         epochs.append((seconds, share, rows, fs.fetch_seconds))
         print(f"  [{source_name}] epoch {epoch}: {seconds:.2f} s, {batches} batches, "
               f"loss {loss_sum / max(batches, 1):.4f}, exposed feature fetch {exposed:.3f} s "
-              f"({100 * share:.1f} % of the epoch; waits {fs.exposed_fetch_seconds:.3f} s), "
+              f"({100 * share:.1f} % of the epoch; waits {fs.exposed_fetch_seconds:.3f} s, "
+              f"in gather_async {fs.launch_seconds:.3f} s), "
               f"sampling {sampler.sample_seconds:.2f} s on {sampler.device.type}, "
               f"process CPU {cpu:.2f} s", flush=True)
     model.eval()

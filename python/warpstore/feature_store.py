@@ -47,6 +47,7 @@ class WarpstoreFeatureStore(FeatureStore):
         self.device = torch.device(device) if device is not None else None
         self.fetch_seconds = 0.0
         self.exposed_fetch_seconds = 0.0
+        self.launch_seconds = 0.0  # of fetch_seconds, inside gather_async calls (fetch_ahead)
         self._ahead = False   # inside fetch_ahead: warpstore gathers start, nobody waits
         self._pending = []    # the gathers started for the batch being collated
         self._stream = None   # the stream they run on
@@ -103,8 +104,10 @@ class WarpstoreFeatureStore(FeatureStore):
         if self._stream is None:
             self._stream = torch.cuda.Stream(dev)
         self._stream.wait_stream(torch.cuda.current_stream(dev))  # the ids come from there
+        t1 = time.perf_counter()
         with torch.cuda.stream(self._stream):
             pending = t.gather_async(idx)
+        self.launch_seconds += time.perf_counter() - t1
         idx.record_stream(self._stream)
         self._pending.append(pending)
         self.fetch_seconds += time.perf_counter() - t0
