@@ -88,7 +88,7 @@ const limits line_size_limits{"line_size", "WARPSTORE_LINE_SIZE", 512, 65536, tr
 const limits ways_limits{"ways", "WARPSTORE_CACHE_WAYS", 1, 64, false};
 const limits threads_limits{"service_threads", "WARPSTORE_THREADS", 1, 256, false};
 const limits queues_limits{"queue_pairs", "WARPSTORE_QUEUES", 0, 65535, false};
-const limits depth_limits{"queue_depth", "WARPSTORE_QUEUE_DEPTH", 2, 4096, true};
+const limits depth_limits{"queue_depth", "WARPSTORE_QUEUE_DEPTH", 2, max_queue_depth, true};
 const limits uring_limits{"uring_depth", "WARPSTORE_URING_DEPTH", 1, 32768, false};
 const limits timeout_ms_limits{"the timeout (ms)", "WARPSTORE_TIMEOUT_MS", 1, max_timeout_ms,
                                false};

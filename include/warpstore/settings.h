@@ -17,6 +17,10 @@ enum class delivery {
   copy_engine,  // controller pushes staging into the cache line with cudaMemcpyAsync
 };
 
+// The deepest queue pair (NVMe allows 65536 entries; a warpstore pair's
+// staging grows with it): WARPSTORE_QUEUE_DEPTH and queue_pairs agree on it.
+inline constexpr std::uint32_t max_queue_depth = 4096;
+
 // Service threads per host controller unless set: a quarter of the
 // machine's cores, 1 to 4 (they sleep whenever nothing is in flight).
 std::uint32_t default_service_threads();
