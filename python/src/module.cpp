@@ -134,7 +134,9 @@ struct signal_poll {
 
 // A gather started by gather_async: owned jointly by the Python handle
 // (py_pending) and by its array, which finishes it at close() or
-// clear_cache() if nobody waited. Finished exactly once, under m.
+// clear_cache() if nobody waited. Finished exactly once, under m. It holds
+// no share of the array's gate: close() and clear_cache() take the gate
+// (so no new one starts) and then finish every one still listed.
 struct pending_call {
   std::mutex m;
   erased_array::started call;
@@ -158,8 +160,8 @@ class py_array {
 
   void close() {
     nb::gil_scoped_release release;  // stopping the controller's threads takes a while
-    settle_pending(true);
     gate_pass<true> pass(gate_);
+    settle_pending(true);
     a_.reset();
     closed_.store(true);
   }
@@ -224,15 +226,10 @@ class py_array {
     try {
       nb::gil_scoped_release release;
       settle_pending(false);
-      gate_.enter_shared();
-      try {
-        const erased_array& a = open_array();
-        check_output(a, out, n);
-        p->call = a.start(idx.data(), index_bytes, n, out.data(), stream, std::ref(poll));
-      } catch (...) {
-        gate_.leave_shared();
-        throw;
-      }
+      gate_pass<false> pass(gate_);
+      const erased_array& a = open_array();
+      check_output(a, out, n);
+      p->call = a.start(idx.data(), index_bytes, n, out.data(), stream, std::ref(poll));
       std::lock_guard<std::mutex> lock(pending_m_);
       pending_.push_back(p);
     } catch (...) {
@@ -248,12 +245,11 @@ class py_array {
     std::lock_guard<std::mutex> lock(p.m);
     if (p.finished) return;
     try {
-      p.first_bad = a_->finish(p.call, poll);  // a_ lives: p holds the gate
+      p.first_bad = a_->finish(p.call, poll);  // a_ lives: close() finishes p first
     } catch (...) {
       p.error = std::current_exception();
     }
     p.finished = true;
-    gate_.leave_shared();
     std::lock_guard<std::mutex> plock(pending_m_);
     std::erase_if(pending_, [&](const auto& q) { return q.get() == &p; });
   }
@@ -310,8 +306,8 @@ class py_array {
   // reset as a whole, so it waits for the gathers in flight.
   void clear_cache() {
     nb::gil_scoped_release release;
-    settle_pending(true);
     gate_pass<true> pass(gate_);
+    settle_pending(true);
     open_array().base().cache().clear();
   }
 
@@ -337,8 +333,8 @@ class py_array {
                                   " bytes");
   }
 
-  // Finishes gather_async calls: every one (block: before close() or
-  // clear_cache() wait for the gate), or only those already done. The
+  // Finishes gather_async calls: every one (block: close() and
+  // clear_cache(), holding the gate), or only those already done. The
   // error of one whose handle was dropped unwaited is raised here, once.
   void settle_pending(bool block) {
     std::vector<std::shared_ptr<pending_call>> calls;
