@@ -442,10 +442,10 @@ class Pending:
         except OSError as e:
             a._raise_if_shrunk(e)
             raise
-        self._impl = None  # the array's resources are back; the rows stay
-        if pos >= 0:
+        if pos >= 0:  # raised again by a later wait(), as a read error is
             raise IndexError(f"{a._path}: index {int(self._flat[pos])} (at position {pos}) is out "
                              f"of range for {len(a)} rows")
+        self._impl = None  # the array's resources are back; the rows stay
         import torch
 
         with torch.cuda.stream(self._stream):

@@ -120,7 +120,7 @@ class WarpstoreFeatureStore(FeatureStore):
         handed out, so they come in while k trains. Each batch's gathers are
         waited for (and their errors raised) before it is handed out; the
         wait adds to exposed_fetch_seconds. Without a GPU, or for sources
-        that are not warpstore arrays, rows are fetched as the batch is made.
+        without gather_async (tensors), rows are fetched as the batch is made.
         """
         if depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}")
