@@ -22,5 +22,5 @@ if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null; then generat
 "$WARPSTORE_CMAKE" --build "$build" -j "${JOBS:-$(nproc)}" >/dev/null
 export TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
-"$WARPSTORE_CTEST" --test-dir "$build" -R "Cache|Array|HostController|block_cpu|SubmissionFuzz|perturbed_protocol|reliability_cpu" --output-on-failure \
+"$WARPSTORE_CTEST" --test-dir "$build" -R "Cache|Array|HostController|IoEngine|block_cpu|SubmissionFuzz|perturbed_protocol|reliability_cpu" --output-on-failure \
   -j "${JOBS:-$(nproc)}" --timeout 900

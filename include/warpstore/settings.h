@@ -21,8 +21,10 @@ enum class delivery {
 // staging grows with it): WARPSTORE_QUEUE_DEPTH and queue_pairs agree on it.
 inline constexpr std::uint32_t max_queue_depth = 4096;
 
-// Service threads per host controller unless set: a quarter of the
-// machine's cores, 1 to 4 (they sleep whenever nothing is in flight).
+// Service threads a host controller runs on unless set: a quarter of the
+// machine's cores, 1 to 4. The threads belong to the process's one I/O
+// engine, which every host controller shares and which grows to the largest
+// count asked for; they sleep whenever nothing is in flight.
 std::uint32_t default_service_threads();
 
 struct options {
@@ -40,7 +42,7 @@ struct options {
   std::uint32_t queue_depth = 256;  // power of two, 2 to 4096
   direct_io direct = direct_io::automatic;
   delivery deliver = delivery::gpu_pull;
-  std::uint32_t uring_depth = 128;  // io_uring entries per service thread
+  std::uint32_t uring_depth = 128;  // io_uring entries per service unit
   // Buffered WRITEs of all service threads go to one writer thread that
   // sorts what is pending and merges neighbours into one pwritev
   // (WARPSTORE_COMBINE_WRITES = 0 | 1). O_DIRECT writes go through io_uring.

@@ -1,6 +1,8 @@
-// The host controller object: checks its options, starts the service threads
-// (service_thread.cpp) and the write thread (write_combiner.cpp), wakes them
-// when callers announce activity, stops them, and reports stats and failures.
+// The host controller object: checks its options, hands its service units
+// (service_thread.cpp) to the process's I/O engine (io_engine.cpp), starts
+// the write thread (write_combiner.cpp), wakes the engine's threads when
+// callers announce activity, takes the units back, and reports stats and
+// failures.
 #include "controller/host_controller.h"
 
 #include <pthread.h>
@@ -63,38 +65,31 @@ host_controller::host_controller(std::shared_ptr<backing_file> file, const optio
     }
   }
 
-  parked_tail_ = std::make_unique<std::atomic<std::uint32_t>[]>(queues_.count());
-  for (std::uint32_t i = 0; i < queues_.count(); ++i) parked_tail_[i].store(not_parked);
-
-  // More threads than queues would have nothing to serve.
-  const std::uint32_t threads = std::min(opts.service_threads, queues_.count());
-  std::vector<std::vector<std::uint32_t>> owned(threads);
-  for (std::uint32_t i = 0; i < queues_.count(); ++i) owned[i % threads].push_back(i);
+  // More units than queues would have nothing to serve.
+  const std::uint32_t units = std::min(opts.service_threads, queues_.count());
+  std::vector<std::vector<std::uint32_t>> owned(units);
+  for (std::uint32_t i = 0; i < queues_.count(); ++i) owned[i % units].push_back(i);
   try {
-    workers_.reserve(threads);
-    for (std::uint32_t t = 0; t < threads; ++t) {
+    workers_.reserve(units);
+    for (std::uint32_t t = 0; t < units; ++t) {
       workers_.push_back(std::make_unique<worker>(*this, t, owned[t], opts));
       registered_buffers_ = registered_buffers_ && workers_.back()->registered();
     }
-    threads_.reserve(threads);
-    for (std::uint32_t t = 0; t < threads; ++t) {
-      threads_.emplace_back([w = workers_[t].get()] { w->run(); });
-      char name[16];
-      std::snprintf(name, sizeof name, "warpstore-io%u", t % 1000);  // 15 characters at most
-      pthread_setname_np(threads_.back().native_handle(), name);
-    }
+    engine_ = host_detail::io_engine::acquire(units);
+    lanes_.reserve(units);
+    for (auto& w : workers_) lanes_.push_back(engine_->attach(w.get(), lanes_));
   } catch (...) {
-    stop_threads();
+    stop_units();
     throw;
   }
 }
 
 host_controller::~host_controller() {
-  stop_threads();
+  stop_units();
 }
 
 void host_controller::begin_activity() {
-  if (active_.fetch_add(1, std::memory_order_relaxed) == 0) wake_sleepers();
+  if (active_.fetch_add(1, std::memory_order_relaxed) == 0) wake_lanes();
 }
 
 void host_controller::end_activity() {
@@ -103,38 +98,19 @@ void host_controller::end_activity() {
 }
 
 void host_controller::wake() {
-  if (sleepers_.load(std::memory_order_relaxed) != 0) wake_sleepers();
+  wake_lanes();
 }
 
-bool host_controller::parked_doorbell_moved() const {
-  for (std::uint32_t i = 0; i < queues_.count(); ++i) {
-    const std::uint32_t parked = parked_tail_[i].load(std::memory_order_relaxed);
-    if (parked == not_parked) continue;
-    const std::uint32_t tail = detail::system_atomic<std::uint32_t>(*queues_.view(i).sq_tail_doorbell)
-                                   .load(detail::memory_order_relaxed);
-    if (tail != parked) return true;
-  }
-  return false;
+void host_controller::wake_lanes() {
+  for (unsigned l : lanes_) engine_->wake(l);
 }
 
-void host_controller::wake_sleepers() {
-  {
-    std::lock_guard<std::mutex> lock(sleep_mutex_);
-    ++wake_epoch_;
-  }
-  sleep_cv_.notify_all();
-}
-
-void host_controller::stop_threads() noexcept {
-  stop_.store(true, std::memory_order_relaxed);
-  try {
-    wake_sleepers();
-  } catch (...) {
-    // A sleeper wakes by its timeout (at most sleeper_timeout) and sees stop_.
-  }
-  for (std::thread& t : threads_)
-    if (t.joinable()) t.join();
-  // After the workers: their drain waits for the writes they handed over.
+void host_controller::stop_units() noexcept {
+  // Off the engine first (no thread runs a round of theirs afterwards), then
+  // drained here: a slow drain holds up this call, not other arrays' I/O.
+  for (std::size_t i = 0; i < lanes_.size(); ++i) engine_->detach(workers_[i].get());
+  for (auto& w : workers_) w->drain();
+  // After the units: their drain waits for the writes they handed over.
   if (combiner_) combiner_->stop();
   if (combiner_thread_.joinable()) combiner_thread_.join();
   if (behind_thread_.joinable()) behind_thread_.join();

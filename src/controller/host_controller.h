@@ -1,8 +1,9 @@
-// The `host` controller: CPU service threads that poll the submission
-// doorbells of the queue pairs, execute the NVMe commands against a file or
-// block device with io_uring, deliver the bytes (into pinned staging the GPU
-// copies from, or with the copy engine straight into GPU memory) and post the
-// completions. The GPU initiates every request; the CPU only executes.
+// The `host` controller: service units, run by the threads of the process's
+// shared I/O engine (io_engine.h), poll the submission doorbells of the queue
+// pairs, execute the NVMe commands against a file or block device with
+// io_uring, deliver the bytes (into pinned staging the GPU copies from, or
+// with the copy engine straight into GPU memory) and post the completions.
+// The GPU initiates every request; the CPU only executes.
 #pragma once
 
 #include <atomic>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "controller/fault_policy.h"
+#include "controller/io_engine.h"
 #include "warpstore/controller.h"
 #include "warpstore/detail/queue_pairs.h"
 #include "warpstore/settings.h"
@@ -36,7 +38,7 @@ class host_controller final : public controller {
   io_ref device_ref() const override;
   controller_stats stats() const override;
   // Raises warpstore::runtime_error with the first failure of a service
-  // thread (the thread stopped; the queues it served get no more completions).
+  // unit (it stopped; the queues it served get no more completions).
   void check() const override;
   void begin_activity() override;
   void end_activity() override;
@@ -46,6 +48,10 @@ class host_controller final : public controller {
   // false when registration failed (RLIMIT_MEMLOCK, memory the kernel cannot
   // pin) and plain reads are used instead.
   bool registered_buffers() const { return registered_buffers_; }
+  // The engine threads this controller's units run on (its service units:
+  // options::service_threads, at most one per queue pair), and the engine's
+  // whole pool, which every host controller of the process shares.
+  std::uint32_t engine_threads() const { return engine_->threads(); }
   // The most recent failed read or copy, with path, offset and errno text
   // (empty if none). The failing command's completion carries the errno in
   // dword 0.
@@ -75,29 +81,18 @@ class host_controller final : public controller {
   // Records the first failure outside any one command; check() raises it.
   void record_failure(const std::string& message) noexcept;
   void record_io_error(const std::string& message) noexcept;
-  void stop_threads() noexcept;
-  // Service threads asleep (see worker::idle) wake: new work, or stop.
-  void wake_sleepers();
-  // Whether a sleeping worker's SQ doorbell moved since it went to sleep.
-  bool parked_doorbell_moved() const;
+  // Takes the units off the engine, drains them, stops the write threads.
+  void stop_units() noexcept;
+  // The engine threads that run our units stop napping.
+  void wake_lanes();
 
   delivery deliver_;
   detail::queue_pairs queues_;
   counters counters_;
-  std::atomic<bool> stop_{false};
-  // Idle service threads sleep on sleep_cv_: thread 0 with a short timeout
-  // (it watches the doorbells for unannounced commands), the others until
-  // woken. active_ counts the begin_activity calls not yet ended.
+  // active_ counts the begin_activity calls not yet ended; the engine's
+  // threads read it (and ended_ns_) to decide how soon to nap.
   std::atomic<std::uint32_t> active_{0};
-  std::atomic<std::uint32_t> sleepers_{0};
   std::atomic<std::uint64_t> ended_ns_{0};  // steady clock when active_ last fell to 0
-  std::mutex sleep_mutex_;
-  std::condition_variable sleep_cv_;
-  std::uint64_t wake_epoch_ = 0;  // under sleep_mutex_
-  // Per queue pair: the SQ tail its sleeping owner had fetched up to, or
-  // not_parked while the owner is awake.
-  static constexpr std::uint32_t not_parked = ~std::uint32_t{0};
-  std::unique_ptr<std::atomic<std::uint32_t>[]> parked_tail_;
   mutable std::mutex failure_mutex_;
   std::string failure_;
   std::string last_io_error_;
@@ -109,9 +104,11 @@ class host_controller final : public controller {
   std::unique_ptr<write_combiner> combiner_;
   std::thread combiner_thread_;
   std::thread behind_thread_;  // write-behind (options::write_behind_bytes)
-  // Declared last: threads stop and join before anything they use goes away.
+  // The engine that runs the units, and the engine thread of each unit.
+  std::shared_ptr<host_detail::io_engine> engine_;
+  std::vector<unsigned> lanes_;
+  // Declared last: detached and drained before anything they use goes away.
   std::vector<std::unique_ptr<worker>> workers_;
-  std::vector<std::thread> threads_;
 };
 
 }  // namespace warpstore

@@ -1,5 +1,5 @@
-// The host controller's service threads. Each owns a set of queue pairs and
-// one io_uring, and runs a polling loop:
+// The host controller's service units. Each owns a set of queue pairs and
+// one io_uring; an engine thread (io_engine.cpp) runs its rounds:
 //
 //   fetch   read each owned SQ tail doorbell, copy every new SQE, validate it,
 //           and queue a READ or WRITE on the io_uring (or complete it at
@@ -11,7 +11,7 @@
 //           one wait;
 //   post    write completions into each CQ as far as the GPU has retired it.
 //
-// Nothing in the loop allocates; every wait is bounded.
+// Nothing in a round allocates; every wait is bounded.
 //
 // The steps live by idea: fetching, checking and posting NVMe commands in
 // nvme_commands.cpp, the io_uring in uring_io.cpp, buffered WRITEs in
@@ -38,28 +38,6 @@ using host_detail::reap_batch;
 using host_detail::steady_ns;
 
 namespace {
-
-// Idle rounds spent polling with a pause instruction before yielding the CPU.
-constexpr unsigned idle_spin_rounds = 4096;
-// With reads in flight and nothing else to do, sleep in the kernel this long
-// at most so new doorbells are still seen quickly.
-constexpr long long inflight_wait_ns = 10'000;
-// After this long without any work, idle threads sleep (worker::idle): long
-// while a caller announced activity (a kernel may still submit), briefly
-// otherwise, so a library nobody uses gives its cores back to the process.
-constexpr std::uint64_t idle_sleep_after_active_ns = 100'000'000;
-constexpr std::uint64_t idle_sleep_after_ns = 1'000'000;
-// The watching thread (worker 0) sleeps this long at first, doubling up to
-// the longest: how late an unannounced command after a pause is seen. After
-// a long quiet (nobody has used the controller for a second) its naps grow
-// longer still, so idle arrays cost next to nothing; a new array_ref or an
-// announced call wakes every thread at once.
-constexpr std::uint64_t watch_nap_first_ns = 50'000;
-constexpr std::uint64_t watch_nap_longest_ns = 2'000'000;
-constexpr std::uint64_t long_quiet_ns = 1'000'000'000;
-constexpr std::uint64_t watch_nap_long_quiet_ns = 20'000'000;
-// Other sleeping threads wake this often even unasked (a safety net only).
-constexpr auto sleeper_timeout = std::chrono::milliseconds(200);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -156,117 +134,52 @@ host_controller::worker::~worker() {
   if (ring_ready_) io_uring_queue_exit(&ring_);
 }
 
-void host_controller::worker::run() noexcept {
-  try {
-    loop();
-  } catch (const std::exception& e) {
-    owner_.record_failure("host controller service thread " + std::to_string(id_) +
-                          " stopped: " + e.what());
-  } catch (...) {
-    owner_.record_failure("host controller service thread " + std::to_string(id_) +
-                          " stopped: unknown exception");
-  }
-  drain();
+bool host_controller::worker::round() {
+  // Fetch then submit then reap: a page-cache hit completes inside the
+  // submit, so its completion goes out in the same round.
+  bool progress = fetch();
+  progress |= submit();
+  progress |= reap();
+  progress |= collect_writes();
+  progress |= release_held();
+  progress |= post();
+  flush_counters();
+  return progress;
 }
 
-void host_controller::worker::loop() {
-  unsigned idle_rounds = 0;
-  std::uint64_t idle_since = 0;
-  while (!owner_.stop_.load(std::memory_order_relaxed)) {
-    // Fetch then submit then reap: a page-cache hit completes inside the
-    // submit, so its completion goes out in the same round.
-    bool progress = fetch();
-    progress |= submit();
-    progress |= reap();
-    progress |= collect_writes();
-    progress |= release_held();
-    progress |= post();
-    flush_counters();
-    if (progress) {
-      idle_rounds = 0;
-      watch_nap_ns_ = 0;
-      // The watcher found work while others sleep: they may own its queue.
-      if (id_ == 0 && owner_.sleepers_.load(std::memory_order_relaxed) != 0)
-        owner_.wake_sleepers();
-      continue;
-    }
-    idle(idle_rounds, idle_since);
-  }
-}
-
-void host_controller::worker::idle(unsigned& idle_rounds, std::uint64_t& idle_since) {
-  if (idle_rounds == 0) idle_since = steady_ns();
-  ++idle_rounds;
-  if (inflight_ > 0 || combining_ > 0) {
-    // I/O outstanding (ours, or WRITEs at the write thread): wait for a
-    // completion, but only briefly, since the GPU may ring a doorbell
-    // meanwhile and the write thread does not wake this ring.
-    if (idle_rounds > 64 && can_wait_timeout_) {
-      __kernel_timespec ts{0, inflight_wait_ns};
-      io_uring_cqe* cqe = nullptr;
-      io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);  // -ETIME or a CQE: reap() sees it
-    } else {
-      cpu_relax();
-    }
-    return;
-  }
-  // The last announced call ended after this thread's last work: its caller
-  // said it is done, and nothing new has come since. Sleep now rather than
-  // poll beside the caller's own threads (the watcher still sees a command
-  // nobody announced within its first naps).
-  const std::uint64_t ended = owner_.ended_ns_.load(std::memory_order_relaxed);
-  const bool released = owner_.active_.load(std::memory_order_relaxed) == 0 && ended >= idle_since;
-  if (idle_rounds < idle_spin_rounds && !released) {
+void host_controller::worker::wait_briefly(long long ns) {
+  // I/O outstanding (ours, or WRITEs at the write thread): wait for a
+  // completion, but only briefly, since the GPU may ring a doorbell
+  // meanwhile and the write thread does not wake this ring.
+  if (inflight_ > 0 && can_wait_timeout_) {
+    __kernel_timespec ts{0, ns};
+    io_uring_cqe* cqe = nullptr;
+    io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);  // -ETIME or a CQE: reap() sees it
+  } else {
     cpu_relax();
-    return;
   }
-  // The watcher, awake but idle, still looks after sleeping owners' queues.
-  if (id_ == 0 && idle_rounds % 64 == 0 && owner_.sleepers_.load(std::memory_order_relaxed) != 0 &&
-      owner_.parked_doorbell_moved())
-    owner_.wake_sleepers();
-  const bool announced = owner_.active_.load(std::memory_order_relaxed) != 0;
-  const std::uint64_t quiet = steady_ns() - idle_since;
-  if (!released && quiet < (announced ? idle_sleep_after_active_ns : idle_sleep_after_ns)) {
-    std::this_thread::yield();
-    return;
-  }
-  // Woken on purpose: poll again for a while before the next sleep.
-  if (sleep(idle_since)) idle_rounds = 0;
 }
 
-// Nothing in flight and nothing new for a while: block. Worker 0 keeps
-// watching the doorbells of every queue whose owner sleeps, between naps
-// that double up to watch_nap_longest_ns, and wakes the rest when one moved;
-// begin_activity(), wake() and stop wake everyone at once. Returns whether
-// the thread was woken on purpose (not by a timeout).
-bool host_controller::worker::sleep(std::uint64_t idle_since) {
-  std::unique_lock<std::mutex> lock(owner_.sleep_mutex_);
-  if (owner_.stop_.load(std::memory_order_relaxed)) return true;
-  const std::uint64_t epoch = owner_.wake_epoch_;
-  auto woken = [&] {
-    return owner_.wake_epoch_ != epoch || owner_.stop_.load(std::memory_order_relaxed);
-  };
-  owner_.sleepers_.fetch_add(1, std::memory_order_relaxed);
-  if (id_ == 0) {
-    const std::uint64_t longest =
-        steady_ns() - idle_since < long_quiet_ns ? watch_nap_longest_ns : watch_nap_long_quiet_ns;
-    watch_nap_ns_ = watch_nap_ns_ == 0 ? watch_nap_first_ns : std::min(2 * watch_nap_ns_, longest);
-    const bool asked = owner_.sleep_cv_.wait_for(lock, std::chrono::nanoseconds(watch_nap_ns_), woken);
-    if (asked) watch_nap_ns_ = 0;  // start the naps short again
-    owner_.sleepers_.fetch_sub(1, std::memory_order_relaxed);
-    lock.unlock();
-    if (owner_.parked_doorbell_moved()) owner_.wake_sleepers();
-    return asked;
+bool host_controller::worker::announced() const {
+  return owner_.active_.load(std::memory_order_relaxed) != 0;
+}
+
+bool host_controller::worker::released(std::uint64_t since) const {
+  const std::uint64_t ended = owner_.ended_ns_.load(std::memory_order_relaxed);
+  return owner_.active_.load(std::memory_order_relaxed) == 0 && ended >= since;
+}
+
+void host_controller::worker::stopped(std::exception_ptr e) noexcept {
+  std::string what = "unknown exception";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    what = x.what();
+  } catch (...) {
   }
-  // Idle means every owned SQ was fetched up to its doorbell: the watcher
-  // compares the doorbells with these.
-  for (const queue_ctx& q : queues_)
-    owner_.parked_tail_[q.index].store(q.sq_head, std::memory_order_relaxed);
-  const bool asked = owner_.sleep_cv_.wait_for(lock, sleeper_timeout, woken);
-  for (const queue_ctx& q : queues_)
-    owner_.parked_tail_[q.index].store(not_parked, std::memory_order_relaxed);
-  owner_.sleepers_.fetch_sub(1, std::memory_order_relaxed);
-  return asked;
+  owner_.record_failure("host controller service thread " + std::to_string(id_) +
+                        " stopped: " + what);
+  drain();
 }
 
 void host_controller::worker::flush_counters() {
@@ -279,7 +192,7 @@ void host_controller::worker::flush_counters() {
 }
 
 // Waits (bounded) for reads still in flight, so the kernel never writes into
-// buffers after they are freed.
+// buffers after they are freed. A second call finds nothing left.
 void host_controller::worker::drain() noexcept {
   try {
     flush_counters();

@@ -1,7 +1,9 @@
-// host_controller::worker: one service thread, the queue pairs it owns, its
-// io_uring and its per-command state. Its methods are spread by idea over
-// service_thread.cpp (the loop), nvme_commands.cpp, uring_io.cpp,
-// write_combiner.cpp and fault_injection.cpp. Private to src/controller/.
+// host_controller::worker: one service unit of the process's I/O engine (see
+// io_engine.h): the queue pairs it owns, its io_uring, its staging and its
+// per-command state. An engine thread runs its rounds. Its methods are spread
+// by idea over service_thread.cpp (setup, the round, drain),
+// nvme_commands.cpp, uring_io.cpp, write_combiner.cpp and fault_injection.cpp.
+// Private to src/controller/.
 #pragma once
 
 #include <liburing.h>
@@ -15,23 +17,34 @@
 
 #include "controller/fault_policy.h"
 #include "controller/host_controller.h"
+#include "controller/io_engine.h"
 #include "controller/write_combiner.h"
 #include "warpstore/nvme.h"
 #include "warpstore/runtime.h"
 
 namespace warpstore {
 
-// One service thread and the queues it owns.
-class host_controller::worker {
+// One service unit and the queues it owns.
+class host_controller::worker final : public host_detail::service_unit {
  public:
   worker(host_controller& owner, std::uint32_t id, const std::vector<std::uint32_t>& queue_ids,
          const options& opts);
-  ~worker();
+  ~worker() override;
   worker(const worker&) = delete;
   worker& operator=(const worker&) = delete;
 
-  // Thread body: never throws; a failure is recorded on the owner.
-  void run() noexcept;
+  // service_unit: called by one engine thread at a time.
+  bool round() override;
+  bool busy() const override { return inflight_ > 0 || combining_ > 0; }
+  void wait_briefly(long long ns) override;
+  bool announced() const override;
+  bool released(std::uint64_t since) const override;
+  void stopped(std::exception_ptr e) noexcept override;
+
+  // Waits (bounded) for reads and writes still in flight, so the kernel never
+  // writes into buffers after they are freed. Once detached from the engine.
+  void drain() noexcept;
+  std::uint32_t id() const { return id_; }
   bool registered() const { return registered_buffers_; }
   // From the write combiner's thread: these WRITEs of ours are done.
   void writes_done(const write_combiner::item* first, std::size_t n);
@@ -90,11 +103,6 @@ class host_controller::worker {
   bool reap();
   bool collect_writes();
   bool post();
-  void idle(unsigned& idle_rounds, std::uint64_t& idle_since);
-  bool sleep(std::uint64_t idle_since);
-  void loop();
-  std::uint64_t watch_nap_ns_ = 0;  // worker 0's current nap (0: awake)
-  void drain() noexcept;
 
   void start(queue_ctx& q, command_ctx& c);
   void start_flush(queue_ctx& q, command_ctx& c);

@@ -1,0 +1,201 @@
+// The process's I/O engine: every host controller's service units run on one
+// pool of threads. Many open arrays share the pool's threads, cost next to
+// nothing idle, and serve reads correctly while others open and close; the
+// pool grows to the largest count asked for, goes away with the last
+// controller, and a forked child starts its own.
+#include <dirent.h>
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_files.h"
+#include "warpstore/array.cuh"
+
+using namespace warpstore;
+
+namespace {
+
+std::uint64_t want(std::uint64_t i) { return tools::pattern_word(i * 8); }
+
+// Threads of this process whose name starts with "warpstore-io".
+unsigned engine_threads() {
+  unsigned n = 0;
+  DIR* d = ::opendir("/proc/self/task");
+  if (d == nullptr) return 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind("warpstore-io", 0) == 0) ++n;
+  }
+  ::closedir(d);
+  return n;
+}
+
+double cpu_seconds() {
+  rusage r{};
+  getrusage(RUSAGE_SELF, &r);
+  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+         1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+}
+
+// Sanitizers slow every round several times over; the idle bound allows it.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr double idle_share_bound = 0.10;
+#else
+constexpr double idle_share_bound = 0.02;
+#endif
+
+options engine_options(std::uint32_t threads) {
+  options o;
+  o.controller = controller_kind::host;
+  o.cache_bytes = 256 << 10;  // 64 lines: reads go to the controller
+  o.line_size = 4096;
+  o.ways = 8;
+  o.service_threads = threads;
+  o.queue_pairs = 4;
+  o.queue_depth = 16;
+  o.direct = direct_io::off;
+  o.timeout_ns = 10'000'000'000ull;
+  return o;
+}
+
+// Reads `n` elements spread over the array; counts the wrong ones.
+std::uint64_t wrong_reads(const array<std::uint64_t>& a, std::uint64_t n, std::uint64_t seed) {
+  const array_ref<std::uint64_t> ref = a.ref();
+  test::lane_rng rng{seed};
+  std::uint64_t wrong = 0;
+  for (std::uint64_t k = 0; k < n; ++k) {
+    const std::uint64_t i = rng.next() % a.size();
+    wrong += ref[i] != want(i);
+  }
+  return wrong;
+}
+
+}  // namespace
+
+// 64 arrays open at once run on the threads of one: each gets its reads
+// right, and the idle lot takes under 2 % of a core (10 % under a sanitizer).
+TEST(IoEngine, ManyArraysShareOnePool) {
+  ASSERT_EQ(engine_threads(), 0u) << "an engine outlived the controllers of an earlier test";
+  test::pattern_file file(1 << 20);
+  std::vector<std::unique_ptr<array<std::uint64_t>>> arrays;
+  for (int k = 0; k < 64; ++k)
+    arrays.push_back(std::make_unique<array<std::uint64_t>>(file.path(), 0, engine_options(2)));
+  EXPECT_EQ(engine_threads(), 2u) << "64 arrays of 2 service threads each";
+
+  std::atomic<std::uint64_t> wrong{0};
+  test::run_lanes(4, [&](unsigned lane) {
+    for (unsigned k = lane; k < arrays.size(); k += 4) wrong += wrong_reads(*arrays[k], 100, k);
+  });
+  EXPECT_EQ(wrong.load(), 0u);
+  for (auto& a : arrays) EXPECT_NO_THROW(a->check());
+
+  std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // past the long quiet
+  const double c0 = cpu_seconds();
+  const auto w0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double share =
+      (cpu_seconds() - c0) /
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  EXPECT_LT(share, idle_share_bound) << "64 idle arrays took " << share << " of a core";
+
+  // A read after the long quiet, with nothing announced, is still served.
+  EXPECT_EQ(wrong_reads(*arrays[17], 50, 99), 0u);
+  arrays.clear();
+  EXPECT_EQ(engine_threads(), 0u) << "the pool outlived the last controller";
+}
+
+// The pool grows to the largest count a controller asks for and keeps it
+// while any controller is open.
+TEST(IoEngine, PoolGrowsToTheLargestAsk) {
+  test::pattern_file file(1 << 20);
+  auto one = std::make_unique<array<std::uint64_t>>(file.path(), 0, engine_options(1));
+  EXPECT_EQ(engine_threads(), 1u);
+  auto three = std::make_unique<array<std::uint64_t>>(file.path(), 0, engine_options(3));
+  EXPECT_EQ(engine_threads(), 3u);
+  three.reset();
+  EXPECT_EQ(engine_threads(), 3u);
+  EXPECT_EQ(wrong_reads(*one, 500, 5), 0u);
+  one.reset();
+  EXPECT_EQ(engine_threads(), 0u);
+}
+
+// Arrays opened and closed over and over from several threads while two
+// long-lived arrays are read all along: every read is right, and closing
+// one array never disturbs another's I/O.
+TEST(IoEngine, OpenAndCloseWhileOthersRead) {
+  test::pattern_file file(2 << 20);
+  array<std::uint64_t> a(file.path(), 0, engine_options(2));
+  array<std::uint64_t> b(file.path(), 0, engine_options(2));
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> wrong{0}, opened{0};
+  std::thread reader_a([&] {
+    for (std::uint64_t s = 0; !done.load(); ++s) wrong += wrong_reads(a, 50, s);
+  });
+  std::thread reader_b([&] {
+    for (std::uint64_t s = 1000; !done.load(); ++s) wrong += wrong_reads(b, 50, s);
+  });
+  test::run_lanes(3, [&](unsigned lane) {
+    for (int k = 0; k < 12; ++k) {
+      array<std::uint64_t> c(file.path(), 0, engine_options(1 + (lane + k) % 3));
+      wrong += wrong_reads(c, 50, lane * 100 + k);
+      c.check();
+      opened.fetch_add(1);
+    }
+  });
+  done.store(true);
+  reader_a.join();
+  reader_b.join();
+  EXPECT_EQ(opened.load(), 36u);
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_NO_THROW(a.check());
+  EXPECT_NO_THROW(b.check());
+}
+
+// A child forked while the parent's pool runs starts its own pool: its
+// arrays work, and the parent's keep working.
+TEST(IoEngine, ForkedChildStartsItsOwnPool) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer cannot start threads after a multi-threaded fork";
+#endif
+  test::pattern_file file(1 << 20);
+  array<std::uint64_t> parent(file.path(), 0, engine_options(2));
+  ASSERT_EQ(wrong_reads(parent, 100, 1), 0u);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    int rc = 1;
+    try {
+      array<std::uint64_t> child(file.path(), 0, engine_options(2));
+      rc = wrong_reads(child, 300, 2) == 0 && engine_threads() == 2 ? 0 : 2;
+    } catch (...) {
+      rc = 3;
+    }
+    ::_exit(rc);
+  }
+  int status = 0;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  pid_t got = 0;
+  while ((got = ::waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (got == 0) {
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, &status, 0);
+    FAIL() << "the forked child hung";
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: no result, 2: wrong data or pool, 3: threw";
+  EXPECT_EQ(wrong_reads(parent, 100, 3), 0u);
+}
