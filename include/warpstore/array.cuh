@@ -43,6 +43,8 @@ class array_base {
   warpstore::cache& cache() const { return *cache_; }
   const std::shared_ptr<warpstore::cache>& shared_cache() const { return cache_; }
   const std::shared_ptr<controller>& shared_controller() const { return controller_; }
+  // This array's source id in its cache (cache::retire_source, once it is gone).
+  std::uint32_t source_id() const { return source_; }
   const std::string& path() const { return controller_->file().path(); }
   cache_stats stats() const { return cache_->stats(); }
   // Raises index_error or io_error for the first error a kernel recorded

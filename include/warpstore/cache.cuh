@@ -29,6 +29,8 @@
 #pragma once
 
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
 #include "warpstore/detail/platform.cuh"
 #include "warpstore/io.cuh"
@@ -461,9 +463,15 @@ class cache {
   void clear();
   // A fresh source id for an array that shares this cache, and where its
   // lines go (any warp may write back any source's dirty line). The array
-  // must flush before it goes away.
+  // must flush before it goes away. Safe from several threads.
   std::uint32_t next_source_id();
   void register_source(std::uint32_t id, const cache_source& where);
+  // Gives back the id of an array that is gone (flushed, destroyed): its
+  // lines are dropped and the id serves the next array, so a cache shared by
+  // arrays opened and closed over and over never runs out of ids. No kernel
+  // may use the cache meanwhile; a line of the source still pinned, being
+  // filled or dirty raises std::logic_error and nothing is dropped.
+  void retire_source(std::uint32_t id);
   static constexpr std::uint32_t max_sources = 1024;
 
  private:
@@ -474,7 +482,9 @@ class cache {
   runtime::device_ptr<std::uint32_t> set_words_;  // locks then hands
   runtime::device_ptr<cache_counters> counters_;
   runtime::device_ptr<cache_source> sources_;
+  std::mutex sources_mutex_;  // guards next_source_ and free_sources_
   std::uint32_t next_source_ = 1;
+  std::vector<std::uint32_t> free_sources_;  // retired ids, reused first
 };
 
 }  // namespace warpstore

@@ -14,8 +14,13 @@ void end_activity(void* c) { static_cast<controller*>(c)->end_activity(); }
 
 erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
                            std::uint32_t word_bytes, std::uint64_t byte_offset,
-                           const options& opts)
+                           const options& given, std::shared_ptr<warpstore::cache> shared)
     : rows_(rows), row_bytes_(row_bytes), word_bytes_(word_bytes) {
+  options opts = given;
+  if (shared) {
+    opts.cache_bytes = shared->bytes();
+    opts.line_size = shared->line_size();
+  }
   if (rows == 0 || row_bytes == 0) throw std::invalid_argument(path + ": the array is empty");
   if (word_bytes == 0 || word_bytes > 16 || (word_bytes & (word_bytes - 1)) != 0 ||
       row_bytes % word_bytes != 0)
@@ -25,6 +30,9 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
   opts.validate();
   const std::uint64_t words = rows * (row_bytes / word_bytes);
   base_ = with_word(word_bytes, [&]<class W>() -> std::unique_ptr<detail::array_base> {
+    if (shared)
+      return std::make_unique<array<W>>(shared, make_controller(path, opts), words, byte_offset,
+                                        opts);
     return std::make_unique<array<W>>(path, words, opts, byte_offset);
   });
 }

@@ -52,8 +52,11 @@ class cancelled : public std::runtime_error {
 // largest power of two up to 16 dividing the row for [N, D] arrays).
 class erased_array {
  public:
+  // `shared` (may be null: a cache of its own, sized by opts) is a cache
+  // other arrays use too; its line size wins over opts.line_size.
   erased_array(const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
-               std::uint32_t word_bytes, std::uint64_t byte_offset, const options& opts);
+               std::uint32_t word_bytes, std::uint64_t byte_offset, const options& opts,
+               std::shared_ptr<warpstore::cache> shared = nullptr);
   ~erased_array();
   erased_array(const erased_array&) = delete;
   erased_array& operator=(const erased_array&) = delete;

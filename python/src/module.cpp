@@ -4,6 +4,7 @@
 // outputs with the index tensor's own library, so nothing here knows PyTorch.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/shared_ptr.h>
 #include <nanobind/stl/string.h>
 
 #include <atomic>
@@ -147,21 +148,113 @@ struct pending_call {
   std::exception_ptr error;
 };
 
+class py_array;
+
+// A cache several arrays share (warpstore.Cache). Every call of every array
+// on it holds a share of its gate; clear() and retiring a closed array's
+// lines take the gate alone, so no kernel of any of those arrays runs then.
+struct shared_cache {
+  shared_cache(std::uint64_t bytes, std::uint32_t line_size, std::uint32_t ways)
+      : device(python::current_device()),
+        lines(std::make_shared<warpstore::cache>(bytes, line_size, ways)) {}
+  int device;
+  std::shared_ptr<warpstore::cache> lines;
+  call_gate gate;
+  std::mutex m;
+  std::vector<py_array*> arrays;           // open arrays on it, under m
+  std::vector<std::uint32_t> to_retire;    // source ids of arrays freed unclosed, under m
+
+  // Under the gate, held alone: retires what arrays freed without close()
+  // left behind.
+  void retire_leftovers() {
+    std::vector<std::uint32_t> ids;
+    {
+      std::lock_guard<std::mutex> lock(m);
+      ids.swap(to_retire);
+    }
+    for (std::uint32_t id : ids) lines->retire_source(id);
+  }
+};
+
+// A share of a shared cache's gate for one call (nothing for a cache of the
+// array's own).
+class cache_share {
+ public:
+  explicit cache_share(shared_cache* c) : c_(c) {
+    if (c_ != nullptr) c_->gate.enter_shared();
+  }
+  ~cache_share() {
+    if (c_ != nullptr) c_->gate.leave_shared();
+  }
+  cache_share(const cache_share&) = delete;
+  cache_share& operator=(const cache_share&) = delete;
+
+ private:
+  shared_cache* c_;
+};
+
 // An open array as Python sees it. Gathers from several threads run at
 // once; close() and clear_cache() wait for the calls in flight, and calls
 // after close() raise ValueError. Nothing a call uses is freed under it.
 class py_array {
  public:
   py_array(const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
-           std::uint32_t word_bytes, std::uint64_t offset, const options& opts)
-      : path_(path),
-        device_(python::current_device()),
-        a_(std::make_unique<erased_array>(path, rows, row_bytes, word_bytes, offset, opts)) {}
+           std::uint32_t word_bytes, std::uint64_t offset, const options& opts,
+           std::shared_ptr<shared_cache> shared)
+      : path_(path), device_(python::current_device()), shared_(std::move(shared)) {
+    if (shared_ && shared_->device != device_)
+      throw std::invalid_argument(path + ": the cache is on cuda:" +
+                                  std::to_string(shared_->device) + ", the current device is cuda:" +
+                                  std::to_string(device_));
+    if (shared_) {
+      // Ids of arrays freed without close() go back before this one takes one.
+      nb::gil_scoped_release release;
+      bool leftovers;
+      {
+        std::lock_guard<std::mutex> lock(shared_->m);
+        leftovers = !shared_->to_retire.empty();
+      }
+      if (leftovers) {
+        gate_pass<true> pass(shared_->gate);
+        shared_->retire_leftovers();
+      }
+    }
+    a_ = std::make_unique<erased_array>(path, rows, row_bytes, word_bytes, offset, opts,
+                                        shared_ ? shared_->lines : nullptr);
+    if (shared_) {
+      std::lock_guard<std::mutex> lock(shared_->m);
+      shared_->arrays.push_back(this);
+    }
+  }
+  // Freed without close() (the gates are not taken here: the GIL is held):
+  // a shared cache retires its lines at its next clear() or close().
+  ~py_array() {
+    if (!shared_ || !a_) return;
+    std::lock_guard<std::mutex> lock(shared_->m);
+    std::erase(shared_->arrays, this);
+    shared_->to_retire.push_back(a_->base().source_id());
+  }
+  py_array(const py_array&) = delete;
+  py_array& operator=(const py_array&) = delete;
 
   void close() {
     nb::gil_scoped_release release;  // stopping the controller's threads takes a while
     gate_pass<true> pass(gate_);
     settle_pending(true);
+    if (shared_ && a_) {
+      // The array's lines leave the shared cache with it, while no other
+      // array on the cache runs a kernel.
+      gate_pass<true> cache_pass(shared_->gate);
+      {
+        std::lock_guard<std::mutex> lock(shared_->m);
+        std::erase(shared_->arrays, this);
+      }
+      const std::uint32_t id = a_->base().source_id();
+      a_.reset();
+      closed_.store(true);
+      shared_->lines->retire_source(id);
+      shared_->retire_leftovers();
+    }
     a_.reset();
     closed_.store(true);
   }
@@ -180,6 +273,7 @@ class py_array {
       nb::gil_scoped_release release;
       settle_pending(false);
       gate_pass<false> pass(gate_);
+      cache_share share(shared_.get());
       const erased_array& a = open_array();
       check_output(a, out, n);
       if (n != 0) {
@@ -227,6 +321,7 @@ class py_array {
       nb::gil_scoped_release release;
       settle_pending(false);
       gate_pass<false> pass(gate_);
+      cache_share share(shared_.get());
       const erased_array& a = open_array();
       check_output(a, out, n);
       p->call = a.start(idx.data(), index_bytes, n, out.data(), stream, std::ref(poll));
@@ -269,6 +364,7 @@ class py_array {
     {
       nb::gil_scoped_release release;
       gate_pass<false> pass(gate_);
+      cache_share share(shared_.get());
       const erased_array& a = open_array();
       s = a.base().stats();
       c = a.base().shared_controller()->stats();
@@ -300,15 +396,36 @@ class py_array {
   void reset_stats() {
     nb::gil_scoped_release release;
     gate_pass<false> pass(gate_);
+    cache_share share(shared_.get());
     open_array().base().cache().reset_stats();
   }
   // Drops every cached line: the next gather starts cold. The cache is
-  // reset as a whole, so it waits for the gathers in flight.
+  // reset as a whole, so it waits for the gathers in flight (on a shared
+  // cache, those of every array on it).
   void clear_cache() {
     nb::gil_scoped_release release;
+    if (shared_) {
+      gate_pass<false> pass(gate_);  // the array stays open
+      open_array();
+      clear_shared(*shared_);
+      return;
+    }
     gate_pass<true> pass(gate_);
     settle_pending(true);
     open_array().base().cache().clear();
+  }
+  // Clears a shared cache: its gate alone, then every array's unwaited
+  // gathers finished, then the lines dropped. Without the GIL.
+  static void clear_shared(shared_cache& c) {
+    gate_pass<true> pass(c.gate);
+    {
+      // Under m: an array freed meanwhile (its destructor takes m) is never
+      // touched after it is gone. Settling takes neither m nor the GIL.
+      std::lock_guard<std::mutex> lock(c.m);
+      for (py_array* a : c.arrays) a->settle_pending(true);
+    }
+    c.retire_leftovers();
+    c.lines->clear();
   }
 
  private:
@@ -391,6 +508,7 @@ class py_array {
 
   std::string path_;
   int device_;
+  std::shared_ptr<shared_cache> shared_;  // null: a cache of its own
   call_gate gate_;
   std::unique_ptr<erased_array> a_;  // null once closed; read under gate_
   std::atomic<bool> closed_{false};
@@ -497,12 +615,18 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
            [](py_array* self, nb::bytes path_bytes, std::uint64_t rows, std::uint64_t row_bytes,
               std::uint32_t word_bytes, std::uint64_t offset, std::uint64_t cache,
               std::uint32_t line, const std::string& ctl, std::uint32_t thr,
-              std::uint64_t timeout_ms, const std::string& direct) {
+              std::uint64_t timeout_ms, const std::string& direct,
+              std::shared_ptr<shared_cache> shared) {
              // The path as bytes (os.fsencode): any name Linux allows, UTF-8 or not.
              const std::string path(path_bytes.c_str(), path_bytes.size());
              new (self) py_array(path, rows, row_bytes, word_bytes, offset,
-                                 make_options(cache, line, ctl, thr, timeout_ms, direct));
-           })
+                                 make_options(cache, line, ctl, thr, timeout_ms, direct),
+                                 std::move(shared));
+           },
+           nb::arg("path"), nb::arg("rows"), nb::arg("row_bytes"), nb::arg("word_bytes"),
+           nb::arg("offset"), nb::arg("cache"), nb::arg("line"), nb::arg("controller"),
+           nb::arg("threads"), nb::arg("timeout_ms"), nb::arg("direct"),
+           nb::arg("shared").none() = nb::none())
       .def("gather", &py_array::gather, nb::arg("idx"), nb::arg("out"), nb::arg("stream") = 0)
       .def(
           "gather_async",
@@ -518,6 +642,50 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
       .def("close", &py_array::close)
       .def_prop_ro("closed", &py_array::closed)
       .def_prop_ro("device", &py_array::device);
+
+  nb::class_<shared_cache>(m, "Cache")
+      .def(
+          "__init__",
+          [](shared_cache* self, std::uint64_t bytes, std::uint32_t line, std::uint32_t ways) {
+            nb::gil_scoped_release release;  // the lines are allocated and zeroed
+            new (self) shared_cache(bytes, line, ways);
+          },
+          nb::arg("bytes"), nb::arg("line_size"), nb::arg("ways"))
+      .def_prop_ro("bytes", [](const shared_cache& c) { return std::uint64_t{c.lines->bytes()}; })
+      .def_prop_ro("line_size", [](const shared_cache& c) { return c.lines->line_size(); })
+      .def_prop_ro("device", [](const shared_cache& c) { return c.device; })
+      .def_prop_ro("arrays",
+                   [](shared_cache& c) {
+                     std::lock_guard<std::mutex> lock(c.m);
+                     return c.arrays.size();
+                   })
+      .def("stats",
+           [](shared_cache& c) {
+             cache_stats s{};
+             {
+               nb::gil_scoped_release release;
+               s = c.lines->stats();
+             }
+             nb::dict d;
+             d["hits"] = s.hits;
+             d["misses"] = s.misses;
+             d["evictions"] = s.evictions;
+             d["bytes"] = s.bytes_read;
+             d["retries"] = s.retries;
+             d["errors"] = s.errors;
+             d["hit_rate"] = s.hit_rate();
+             return d;
+           })
+      .def("reset_stats",
+           [](shared_cache& c) {
+             nb::gil_scoped_release release;
+             cache_share share(&c);
+             c.lines->reset_stats();
+           })
+      .def("clear", [](shared_cache& c) {
+        nb::gil_scoped_release release;
+        py_array::clear_shared(c);
+      });
 
   nb::class_<py_pending>(m, "PendingGather")
       .def("wait", &py_pending::wait)

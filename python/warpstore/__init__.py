@@ -15,9 +15,10 @@ __path__ = pkgutil.extend_path(__path__, __name__)
 from . import settings  # noqa: E402
 from ._array import Array, Pending, open  # noqa: E402
 from ._backend import backend  # noqa: E402
+from ._cache import Cache  # noqa: E402
 
 __version__ = "0.1.0"
-__all__ = ["Array", "Pending", "open", "settings", "backend", "info"]
+__all__ = ["Array", "Cache", "Pending", "open", "settings", "backend", "info"]
 
 
 def info():

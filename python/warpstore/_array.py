@@ -11,6 +11,7 @@ import numpy as np
 from . import settings as _settings
 from ._backend import backend as _backend
 from ._backend import check_cuda_process as _check_cuda_process
+from ._cache import Cache
 
 # dtype name -> bytes per element (bfloat16 exists in PyTorch only)
 _ITEMSIZE = {
@@ -138,9 +139,15 @@ class Array:
         self._row_bytes = _ITEMSIZE[self._dtype_name] * math.prod(self._row_shape)
         self._backend = _backend(backend)
         _check_cuda_process(self._backend)
+        shared = None
+        if isinstance(cache, Cache):
+            if cache._backend is not self._backend:
+                raise ValueError(f"{path}: the cache is on the {cache._backend.__name__} target, "
+                                 f"the array on {self._backend.__name__}")
+            shared, cache = cache._impl, cache.size
         self._impl = self._backend.Array(
             os.fsencode(path), self._shape[0], self._row_bytes, _word_bytes(self._row_bytes), offset, cache,
-            line_size, controller, threads, int(round(deadline * 1000)), direct)
+            line_size, controller, threads, int(round(deadline * 1000)), direct, shared)
         _live.add(self)
 
     def _check_process(self):
@@ -518,7 +525,10 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
     dtype: NumPy or PyTorch dtype, or its name ('float32').
     shape: N (1-D), or (N, D, ...) for row gathers; N may be -1 (as many rows
         as the file holds); None: 1-D over the whole file.
-    cache, line_size, controller, threads, deadline, direct: override
+    cache: a size (bytes or "2GiB": a cache of the array's own), or a
+        ``warpstore.Cache`` that other arrays share (its line size is the
+        array's: a different line_size raises ValueError).
+    line_size, controller, threads, deadline, direct (and a cache size): override
         ``warpstore.settings`` (whose defaults come from the WARPSTORE_*
         environment variables and include/warpstore/settings.h). Unless
         line_size is set (here, by settings.set_line_size or
@@ -549,12 +559,18 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
         raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
     shape = _resolve_shape(path, name, shape, int(offset))
     s = _settings.as_dict()
-    given = {"cache": cache, "line_size": line_size, "controller": controller, "threads": threads,
-             "deadline": deadline, "direct": direct}
+    shared = cache if isinstance(cache, Cache) else None
+    given = {"cache": None if shared else cache, "line_size": line_size, "controller": controller,
+             "threads": threads, "deadline": deadline, "direct": direct}
     for k, v in given.items():
         if v is not None:
             s[k] = _settings._normalize(k, v)
-    if line_size is None and len(shape) > 1 and not _settings.is_set("line_size"):
+    if shared is not None:
+        if line_size is not None and s["line_size"] != shared.line_size:
+            raise ValueError(f"{path}: line_size {s['line_size']} differs from the shared cache's "
+                             f"{shared.line_size}")
+        s["cache"], s["line_size"] = shared, shared.line_size
+    elif line_size is None and len(shape) > 1 and not _settings.is_set("line_size"):
         line = _row_line(_ITEMSIZE[name] * math.prod(shape[1:]))
         while line > 512 and s["cache"] < line * 16:  # a cache holds a set of 16 lines at least
             line //= 2

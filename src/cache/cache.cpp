@@ -1,6 +1,8 @@
+#include <algorithm>
 #include <bit>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "warpstore/cache.cuh"
 
@@ -54,16 +56,54 @@ cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
 }
 
 std::uint32_t cache::next_source_id() {
+  std::lock_guard<std::mutex> lock(sources_mutex_);
+  if (!free_sources_.empty()) {
+    const std::uint32_t id = free_sources_.back();
+    free_sources_.pop_back();
+    return id;
+  }
   if (next_source_ >= max_sources)
     throw std::invalid_argument("cache: more than " + std::to_string(max_sources - 1) +
-                                " arrays share one cache");
+                                " arrays share one cache at once");
   return next_source_++;
 }
 
 void cache::register_source(std::uint32_t id, const cache_source& where) {
-  if (id == 0 || id >= next_source_)
-    throw std::invalid_argument("cache: source id " + std::to_string(id) + " was not handed out");
+  {
+    std::lock_guard<std::mutex> lock(sources_mutex_);
+    if (id == 0 || id >= next_source_ ||
+        std::find(free_sources_.begin(), free_sources_.end(), id) != free_sources_.end())
+      throw std::invalid_argument("cache: source id " + std::to_string(id) + " was not handed out");
+  }
   runtime::copy_to_device(sources_.get() + id, &where, sizeof where);
+}
+
+void cache::retire_source(std::uint32_t id) {
+  std::lock_guard<std::mutex> lock(sources_mutex_);
+  if (id == 0 || id >= next_source_ ||
+      std::find(free_sources_.begin(), free_sources_.end(), id) != free_sources_.end())
+    throw std::invalid_argument("cache: source id " + std::to_string(id) + " is not in use");
+  const std::size_t n = ref_.num_lines;
+  std::vector<std::uint64_t> tags(n);
+  std::vector<std::uint32_t> states(n);
+  runtime::copy_to_host(tags.data(), tags_.get(), n * sizeof(std::uint64_t));
+  runtime::copy_to_host(states.data(), states_.get(), n * sizeof(std::uint32_t));
+  bool changed = false;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (tags[i] == 0 || cache_ref::source_of(tags[i]) != id) continue;
+    const std::uint32_t busy_bits = line_state::pins | line_state::busy | line_state::dirty;
+    if ((states[i] & busy_bits) != 0)
+      throw std::logic_error("cache: source " + std::to_string(id) + " retired with line " +
+                             std::to_string(i) + " still pinned, being filled or dirty");
+    tags[i] = 0;
+    states[i] = 0;
+    changed = true;
+  }
+  if (changed) {
+    runtime::copy_to_device(tags_.get(), tags.data(), n * sizeof(std::uint64_t));
+    runtime::copy_to_device(states_.get(), states.data(), n * sizeof(std::uint32_t));
+  }
+  free_sources_.push_back(id);
 }
 
 cache_stats cache::stats() const {

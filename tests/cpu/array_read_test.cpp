@@ -171,6 +171,42 @@ TEST_P(ArrayRead, ArraysShareOneCacheAndController) {
   high.check();
 }
 
+// Arrays opened on one cache and closed one after another: each gets the id
+// the one before it retired (so ids never run out however many come and
+// go), and its reads never see the lines of the array that had the id
+// before (the files alternate).
+TEST_P(ArrayRead, RetiredSourceIdsServeNewArrays) {
+  const options o = small_options(GetParam());
+  auto c = std::make_shared<cache>(o);
+  test::pattern_file mine(1 << 20), other(1 << 20, 0x5eed);
+  array<std::uint64_t> keep(c, make_controller(file_.path(), o), 1 << 16, 0, o);
+  std::uint64_t wrong = 0;
+  std::uint32_t first_id = 0;
+  for (std::uint32_t k = 0; k < 60; ++k) {
+    const bool odd = k % 2 != 0;
+    std::uint32_t id = 0;
+    {
+      array<std::uint64_t> a(c, make_controller(odd ? other.path() : mine.path(), o), 1 << 16,
+                             0, o);
+      id = a.source_id();
+      const array_ref<std::uint64_t> r = a.ref();
+      for (std::uint64_t i = k % 7; i < a.size(); i += 4093)
+        wrong += r[i] != tools::pattern_word(i * 8, odd ? 0x5eed : 0);
+      a.check();
+    }
+    if (k == 0) first_id = id;
+    EXPECT_EQ(id, first_id) << "array " << k << " did not get the retired id back";
+    c->retire_source(id);
+  }
+  EXPECT_EQ(wrong, 0u);
+  // The array that stayed open still reads right, and its id is not free.
+  for (std::uint64_t i = 0; i < keep.size(); i += 997) wrong += keep.ref()[i] != tools::pattern_word(i * 8);
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_THROW(c->retire_source(0), std::invalid_argument);
+  EXPECT_THROW(c->retire_source(first_id + 50), std::invalid_argument);
+  keep.check();
+}
+
 INSTANTIATE_TEST_SUITE_P(Controllers, ArrayRead,
                          ::testing::Values(controller_kind::host, controller_kind::memory),
                          [](const auto& info) { return std::string(to_string(info.param)); });
