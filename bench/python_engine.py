@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""What an open warpstore array costs the process around it (issue 15).
+"""What an open warpstore array costs the process around it.
 
   engine.idle_cpu          CPU seconds per second the process spends while an
                            array is open and idle (getrusage over --idle-s,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Concurrency stress and interrupt latency of the Python package (issue 17).
+"""Concurrency stress and interrupt latency of the Python package.
 
 stress: T threads share one array (and, every few thousand operations, a
 freshly opened one: the old one is closed while the others use it). Each

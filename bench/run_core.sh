@@ -7,7 +7,7 @@
 # Environment: FILE (default /tmp/warpstore-bench.dat), FILE_SIZE (8GiB),
 # SERVICE_THREADS (8), CPU_THREADS (1,4,8,14), PART:
 #   all        (default) everything, core.json started afresh;
-#   essential  the figures the core issue names (ESSENTIAL=1 says the same);
+#   essential  the named core figures (ESSENTIAL=1 says the same);
 #   scaling    ceilings, block I/O, the delivery comparison and the scaling
 #              sweeps, merged into the core.json already there.
 # Splitting lets a device session run the study in calls under 10 minutes.
@@ -52,7 +52,7 @@ run block "${host[@]}" --delivery copy --request 64K --pattern sequential --thre
 fi
 
 if [ "$part" != scaling ]; then
-# Element reads through the cache: the figures the core issue names.
+# Element reads through the cache: the named core figures.
 run array --controller memory --line-size 4K --name array.memory.random4k.cold
 run array --controller memory --line-size 512 --figure lines --name array.memory.random512.cold
 run array "${host[@]}" --line-size 4K --figure lines --name array.host.pagecache.random4k.cold

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tuning runs of the applications study (issue 5) in one command, on the GPU
+# Tuning runs of the applications study in one command, on the GPU
 # machine, from the checkout (about 5 minutes, build included):
 #
 #   source .deps/unpack-deps.sh; scripts/gpu-apps-tune.sh

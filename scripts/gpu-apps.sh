@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The applications study (issue 5: graphs, graph baselines, columnar
+# The applications study (graphs, graph baselines, columnar
 # analytics, report) in one command on the GPU machine, from the checkout:
 #
 #   source .deps/unpack-deps.sh; scripts/gpu-apps.sh

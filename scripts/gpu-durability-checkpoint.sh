@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The GPU run of checkpoints (issue 4, parts 3, 5 and 7) in one command, on
+# The GPU run of checkpoints (the GPU test, checkpointed PageRank and the
+# checkpoint benchmark) in one command, on
 # the GPU machine, from the checkout (about 3 to 5 minutes, build included):
 #
 #   source .deps/unpack-deps.sh; scripts/gpu-durability-checkpoint.sh

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU run of the write-ahead log (issue 4) in one command, on the GPU
+# The GPU run of the write-ahead log in one command, on the GPU
 # machine, from the checkout (a few minutes, build included; the steps'
 # timeouts add up to 480 s):
 #

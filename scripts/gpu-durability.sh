@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole durability study (issue 4) on the GPU machine in one command:
+# The whole durability study on the GPU machine in one command:
 #
 #   source .deps/unpack-deps.sh; scripts/gpu-durability.sh [all|tests|crash|bench]
 #

@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Issues 17 and 15 on the GPU machine in one command, from the checkout:
+# The engine study (what an open array costs the process, GraphSAGE, the
+# asynchronous batches) and the Python concurrency and interrupt checks on
+# the GPU machine in one command, from the checkout:
 #
 #   source .deps/unpack-deps.sh; scripts/gpu-engine.sh [all|tests|stress|bench|cold|fetch]...
 #   (bench is engine, graphsage and attribution, each also a step alone;

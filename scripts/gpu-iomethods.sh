@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The I/O-methods comparison (issue 5, item 4) on the GPU machine, in one
+# The I/O-methods comparison on the GPU machine, in one
 # command from the repository root:
 #
 #   source .deps/unpack-deps.sh; scripts/gpu-iomethods.sh

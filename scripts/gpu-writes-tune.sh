@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Tuning runs of the write-heavy vector add (issue 4) in one command, on the
+# Tuning runs of the write-heavy vector add in one command, on the
 # GPU machine, from the checkout (about 3 minutes, build included):
 #
 #   source .deps/unpack-deps.sh; scripts/gpu-writes-tune.sh

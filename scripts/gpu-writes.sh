@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU run of the write path (issue 4) in one command, on the GPU machine,
+# The GPU run of the write path in one command, on the GPU machine,
 # from the checkout (about 6 minutes, build included; the steps'
 # timeouts add up to about 25 minutes, for a stuck step):
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Hostile inputs from Python (issue 6): dtype and shape that do not match
+"""Hostile inputs from Python: dtype and shape that do not match
 the file, and the other ways `warpstore.open` and indexing can be handed
 something wrong. Each must raise the Python exception a user expects, with a
 message that says what is wrong, and lose nothing: afterwards a good open of

@@ -16,7 +16,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Named figures of issue 5 and their targets (ratio at least this).
+# Named figures of the applications study and their targets (ratio at least this).
 TARGETS = {
     "bfs.memory.vs_zerocopy": 0.9, "cc.memory.vs_zerocopy": 0.9,
     "bfs.host.vs_zerocopy": 0.7, "cc.host.vs_zerocopy": 0.7,

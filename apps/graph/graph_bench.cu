@@ -195,8 +195,9 @@ double load_plain(const std::string& method, const config& cfg, const wg::csr_he
     WARPSTORE_CUDA_TRY(cudaMallocManaged(&p, h.file_bytes));
     g.base = static_cast<char*>(p);
     g.free = [](void* q) { cudaFree(q); };
-    // Host-preferred, as the issue asks, and nothing else: the GPU faults
-    // the pages it touches (no AccessedBy mapping, no read-mostly copies).
+    // Host-preferred, as a user would set up unified memory over a file, and
+    // nothing else: the GPU faults the pages it touches (no AccessedBy
+    // mapping, no read-mostly copies).
     cudaMemLocation host{};
     host.type = cudaMemLocationTypeHost;
     WARPSTORE_CUDA_TRY(cudaMemAdvise(p, h.file_bytes, cudaMemAdviseSetPreferredLocation, host));
@@ -271,7 +272,7 @@ store_setup open_store(const options& o, const wg::csr_header& h, std::shared_pt
 
 using table_of = std::map<std::string, std::map<std::string, measurement>>;  // method -> algo
 
-// The comparisons the issue names, for every pair that was measured.
+// The named comparisons (warpstore against each baseline), for every pair that was measured.
 std::vector<wb::result> comparisons(const table_of& t, const config& cfg, const wg::csr_header& h) {
   struct pair_spec {
     const char* method;

@@ -164,7 +164,7 @@ fault_outcome run_fault(fault_kind kind, const fault_setup& s, const reader& rea
 
 bench::result fault_result(const fault_outcome& o, const std::string& target) {
   bench::result r;
-  // The CPU target's entries carry the names the issue asks for; the GPU's
+  // The CPU target's entries carry the plain names (fault.io_error, ...); the GPU's
   // carry ".gpu", so both live in one results file.
   r.name = std::string("fault.") + to_string(o.kind) + (target == "gpu" ? ".gpu" : "");
   r.value = static_cast<double>(o.injected);

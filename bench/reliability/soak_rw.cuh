@@ -1,4 +1,4 @@
-// The mixed read/write soak (issue 6, soak.readwrite): random stores,
+// The mixed read/write soak (soak.readwrite): random stores,
 // write_spans, reads and read_spans through a cache much smaller than the
 // file, checked against a model of the file as they happen.
 //

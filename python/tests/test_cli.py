@@ -42,7 +42,7 @@ def test_gather_bench_writes_verified_results(tmp_path):
     assert "0 wrong" in text
 
 
-# -- bad input: one line on stderr, status 2, nothing written (issue 17, item 10)
+# -- bad input: one line on stderr, status 2, nothing written
 
 def cli_fails(*args, env=None):
     import os

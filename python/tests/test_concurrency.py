@@ -4,7 +4,7 @@ exception; nothing returns wrong data.
 
 Each test here failed on the package before per-call error state, the call
 gate (close and clear_cache wait for calls in flight) and interruptible
-waits (issue 17, items 1-6 and 9)."""
+waits."""
 import os
 import pathlib
 import sys
@@ -23,7 +23,7 @@ ROUNDS = int(os.environ.get("WARPSTORE_STRESS_ROUNDS", "150"))
 
 @pytest.fixture
 def F(tmp_path):
-    """The issue's F: a 4096x64 float32 file whose rows all differ."""
+    """F: a 4096x64 float32 file whose rows all differ."""
     data = np.arange(ROWS * DIM, dtype=np.float32).reshape(ROWS, DIM)
     return write(tmp_path / "F.f32", data), data
 

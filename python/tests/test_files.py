@@ -1,4 +1,4 @@
-"""warpstore._files.file_size, and arrays over block devices (issue 17, item 8)."""
+"""warpstore._files.file_size, and arrays over block devices."""
 import os
 import shutil
 import subprocess

@@ -1,4 +1,4 @@
-"""Hostile input (issue 17): every case checks the exact exception class and a
+"""Hostile input: every case checks the exact exception class and a
 fragment of its message, or compares the data with NumPy reading the same
 file. Small files, a 1 MiB cache and one service thread: the file runs in
 seconds on 2 cores."""

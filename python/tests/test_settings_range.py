@@ -1,6 +1,5 @@
 """Settings out of range are refused with the setting, the value and the
-range, never wrapped, rounded or passed on to the extension as a type error
-(issue 17, item 7)."""
+range, never wrapped, rounded or passed on to the extension as a type error."""
 import math
 
 import numpy as np

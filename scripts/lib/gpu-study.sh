@@ -17,7 +17,7 @@
 #                                 log so far is packed into FILE after it
 #   vector_add_run JSON NAME CONTROLLER TRIALS THREADS LOG [WORD...]
 #                                 one `warpstore-bench writes` result (the
-#                                 issue-4 vector add, 1 GiB arrays, 512 MiB
+#                                 write-heavy vector add, 1 GiB arrays, 512 MiB
 #                                 cache) merged into JSON, its output in
 #                                 $out/LOG; each WORD is a WARPSTORE_*=VALUE
 #                                 setting for warpstore's side or an option

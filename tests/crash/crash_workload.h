@@ -1,4 +1,4 @@
-// Crash testing (issue 4): a workload that commits states to storage, is
+// Crash testing: a workload that commits states to storage, is
 // killed (kill -9) or loses power at a random instant, and must then recover
 // to exactly one committed state, never older than the last commit that was
 // acknowledged. The driver (crash_main.cpp, `warpstore-crash`) runs the

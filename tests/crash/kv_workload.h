@@ -1,4 +1,4 @@
-// The key-value crash workload (issue 4): state k = the store after k
+// The key-value crash workload: state k = the store after k
 // committed SET batches. Batches are deterministic from the seed and k; each
 // overwrites many keys of earlier batches, so a batch cut short must be
 // undone for the store to match any committed state. One source

@@ -1,7 +1,7 @@
-// Checkpoints of GPU state to a file (issue 4, part 3): device buffers and
-// warpstore arrays registered in a group are written to storage together and
-// committed atomically, so that a crash (kill -9) or a power cut at any
-// instant leaves the last committed checkpoint intact and restorable.
+// Checkpoints of GPU state to a file: device buffers and warpstore arrays
+// registered in a group are written to storage together and committed
+// atomically, so that a crash (kill -9) or a power cut at any instant leaves
+// the last committed checkpoint intact and restorable.
 //
 //   warpstore::checkpoint_group g;
 //   g.add(ranks, n * sizeof(double), "ranks").add(header, 64, "header");
