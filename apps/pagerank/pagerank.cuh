@@ -22,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/graph/csr.h"
+#include "support/graph/csr.h"
 #include "warpstore/durable/checkpoint.cuh"
 #include "warpstore/runtime.h"
 

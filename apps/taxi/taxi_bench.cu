@@ -1,10 +1,10 @@
-// warpstore-taxi: queries Q0..Q5 on a taxi-trip table (tools/taxi/taxi.h),
+// warpstore-taxi: queries Q0..Q5 on a taxi-trip table (support/taxi/taxi.h),
 // through warpstore (host controller over the column files in the page
 // cache, only the lines of selected trips read) against the full-load
 // baseline (every needed column read from its file and copied to GPU memory,
 // reading the next column while the last one is copied, then one kernel).
 // Every answer is checked exactly against the CPU's (integer sums, see
-// tools/taxi/taxi.h). Results: taxi.q<k>.sel<p>pct[.<layout>][.<tag>]
+// support/taxi/taxi.h). Results: taxi.q<k>.sel<p>pct[.<layout>][.<tag>]
 // .vs_fullload in bench/results/apps.json, rows per second end to end. Set-up outside the clocks on both sides: the baseline's GPU and
 // pinned buffers, warpstore's controllers (one per column file, opened
 // once); each warpstore query's clock includes creating a fresh cache.
@@ -22,12 +22,12 @@
 
 #include "apps/graph/gpu_launch.cuh"
 #include "apps/taxi/query.cuh"
-#include "bench/common/args.h"
-#include "bench/common/results.h"
-#include "bench/common/timing.h"
-#include "tools/cli_main.h"
-#include "tools/graph/csr.h"
-#include "tools/taxi/taxi.h"
+#include "support/args.h"
+#include "support/cli_main.h"
+#include "support/graph/csr.h"
+#include "support/results.h"
+#include "support/taxi/taxi.h"
+#include "support/timing.h"
 #include "warpstore/array.cuh"
 #include "warpstore/cuda_check.h"
 
@@ -192,7 +192,7 @@ timed_answer run_store(const config& cfg, const std::vector<std::shared_ptr<cont
 }
 
 // Wrong answers among `sides` (0, 1 or 2): each side's answer must equal
-// the CPU's exactly (integer sums, tools/taxi/taxi.h). What differs is
+// the CPU's exactly (integer sums, support/taxi/taxi.h). What differs is
 // printed per side and field, so a mismatch can be diagnosed from the log.
 std::uint64_t mismatches(const std::string& name, const taxi::answer& want,
                          std::initializer_list<std::pair<const char*, taxi::answer>> sides) {

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "bench/reliability/reliability.h"
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
 
 namespace warpstore::reliability {
 

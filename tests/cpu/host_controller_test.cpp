@@ -26,8 +26,8 @@
 #include <vector>
 
 #include "raw_queue.h"
+#include "support/pattern.cuh"
 #include "test_files.h"
-#include "tools/pattern.cuh"
 #include "warpstore/controller.h"
 #include "warpstore/io.cuh"
 #include "warpstore/nvme.h"

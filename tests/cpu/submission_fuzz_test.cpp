@@ -19,8 +19,8 @@
 #include "controller/host_controller.h"
 #include "raw_queue.h"
 #include "submission_fuzz.h"
+#include "support/pattern_file.h"
 #include "test_files.h"
-#include "tools/pattern_file.h"
 
 using namespace warpstore;
 

@@ -36,7 +36,7 @@
 #include "controller/host_controller.h"
 #include "raw_queue.h"
 #include "submission_fuzz.h"
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
 
 using namespace warpstore;
 

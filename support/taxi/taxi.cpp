@@ -1,4 +1,4 @@
-#include "tools/taxi/taxi.h"
+#include "support/taxi/taxi.h"
 
 #include <sys/stat.h>
 
@@ -9,7 +9,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "tools/graph/csr.h"
+#include "support/graph/csr.h"
 
 namespace warpstore::taxi {
 namespace {

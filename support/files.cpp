@@ -1,4 +1,4 @@
-#include "bench/common/files.h"
+#include "support/files.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/args.h"
-#include "bench/common/progress.h"
-#include "tools/pattern_file.h"
+#include "support/args.h"
+#include "support/pattern_file.h"
+#include "support/progress.h"
 
 namespace warpstore::bench {
 

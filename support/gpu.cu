@@ -1,4 +1,4 @@
-#include "bench/common/gpu.cuh"
+#include "support/gpu.cuh"
 
 #include <string>
 

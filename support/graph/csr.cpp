@@ -1,4 +1,4 @@
-#include "tools/graph/csr.h"
+#include "support/graph/csr.h"
 
 #include <fcntl.h>
 #include <unistd.h>

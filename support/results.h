@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/json.h"
+#include "support/json.h"
 
 namespace warpstore::bench {
 

@@ -1,4 +1,4 @@
-#include "bench/common/json.h"
+#include "support/json.h"
 
 #include <charconv>
 #include <cmath>

@@ -1,4 +1,4 @@
-// Wall-clock timing on the CPU side (GPU timing: bench/common/gpu.cuh).
+// Wall-clock timing on the CPU side (GPU timing: support/gpu.cuh).
 #pragma once
 
 #include <algorithm>

@@ -9,7 +9,7 @@
 #include <string>
 #include <thread>
 
-#include "bench/common/args.h"
+#include "support/args.h"
 
 namespace warpstore::tools {
 

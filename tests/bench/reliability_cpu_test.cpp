@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "bench/reliability/cpu_reader.h"
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
 
 using namespace warpstore;
 using namespace warpstore::reliability;

@@ -1,4 +1,4 @@
-#include "bench/common/results.h"
+#include "support/results.h"
 
 #include <sys/wait.h>
 
@@ -11,8 +11,8 @@
 #include <sstream>
 #include <stdexcept>
 
-#include "bench/common/args.h"
-#include "bench/common/table.h"
+#include "support/args.h"
+#include "support/table.h"
 
 namespace warpstore::bench {
 

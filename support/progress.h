@@ -8,8 +8,8 @@
 #include <cstdio>
 #include <string>
 
-#include "bench/common/args.h"
-#include "bench/common/timing.h"
+#include "support/args.h"
+#include "support/timing.h"
 
 namespace warpstore::bench {
 

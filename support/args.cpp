@@ -1,4 +1,4 @@
-#include "bench/common/args.h"
+#include "support/args.h"
 
 #include <cctype>
 #include <charconv>

@@ -1,4 +1,4 @@
-#include "bench/common/zipf.h"
+#include "support/zipf.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,7 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "bench/common/trace.h"
+#include "support/trace.h"
 
 namespace warpstore::bench {
 

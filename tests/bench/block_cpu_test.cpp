@@ -11,9 +11,9 @@
 #include <vector>
 
 #include "bench/block_io.h"
-#include "bench/common/trace.h"
-#include "bench/common/zipf.h"
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
+#include "support/trace.h"
+#include "support/zipf.h"
 #include "warpstore/controller.h"
 #include "warpstore/error.h"
 

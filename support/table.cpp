@@ -1,4 +1,4 @@
-#include "bench/common/table.h"
+#include "support/table.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,4 +1,4 @@
-// The benchmark data file: a pattern file (tools/pattern_file.h) made on
+// The benchmark data file: a pattern file (support/pattern_file.h) made on
 // first use and spot-checked on every later one.
 #pragma once
 

@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "tools/pattern.cuh"
+#include "support/pattern.cuh"
 
 namespace warpstore::tools {
 

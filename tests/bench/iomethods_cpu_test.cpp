@@ -18,7 +18,7 @@
 #include "bench/iomethods/cpu_methods.h"
 #include "bench/iomethods/cufile.h"
 #include "bench/iomethods/measure.h"
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
 
 namespace wb = warpstore::bench;
 namespace io = warpstore::bench::iomethods;
