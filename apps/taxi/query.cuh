@@ -89,8 +89,8 @@ struct store_column {
 };
 
 // How the selected trips read their further columns (warpstore-taxi
-// --further-read; the variants isolate a wrong-answer bug, see
-// scripts/gpu-taxi-bisect.sh).
+// --further-read; the variants isolated a wrong-answer bug, see
+// array_ref::calling_mask).
 enum class further_read : unsigned {
   divergent,  // operator[] by the selected lanes only, inside the scan callback
               // (mask from __activemask()), the column-0 line still pinned

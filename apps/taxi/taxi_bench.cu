@@ -50,14 +50,14 @@ struct config {
   // Every column's controller keeps its service threads busy during Q5: all
   // of them together must not outnumber the cores (16 on the GPU machine),
   // or threads polling for work take the CPU from threads that have it
-  // (scripts/gpu-apps-tune.sh: Q5 at 1 % went from 0.109 s with 8 + 5 x 2
+  // (scripts/gpu.sh apps-tune: Q5 at 1 % went from 0.109 s with 8 + 5 x 2
   // threads to 0.062 s with 10 + 5 x 1).
   std::uint32_t distance_threads = 10;
   std::uint32_t column_threads = 1;
   unsigned threads = 16;
   std::string json;
   std::string command;
-  // Variants that isolate the wrong-answer bug (scripts/gpu-taxi-bisect.sh).
+  // Variants that isolated the wrong-answer bug (array_ref::calling_mask).
   apps::further_read further = apps::further_read::divergent;
   bool cache_per_column = false;  // one cache per column instead of one shared
   controller_kind controller = controller_kind::host;
