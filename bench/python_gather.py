@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The gather benchmark: the same rows of the same file, with the same
 indices, by the paths people use today and by warpstore, in one run.
 
@@ -10,18 +11,28 @@ indices, by the paths people use today and by warpstore, in one run.
 
 Index streams: uniform and power-law (Zipf); rows of 4 KiB and 512 B (the
 cache line matches the row). Every result is compared with path (a)'s rows,
-and those with the file's pattern (see _tools.pattern_words). Without a GPU
-(the CPU target) the paths that need one are skipped and nothing moves to a
-device: the run checks the harness, its figures mean nothing.
+and those with the file's pattern (see warpstore._tools.pattern_words).
+Without a GPU (the CPU target) the paths that need one are skipped and
+nothing moves to a device: the run checks the harness, its figures mean
+nothing. Bad arguments and settings fail in one line, status 2, before the
+file is written.
+
+    python bench/python_gather.py --file /tmp/warpstore-gather.dat --size 4GiB --json out.json
+    warpstore bench gather ...   (the same, from a checkout)
 """
 import os
+import sys
 import time
 
 import numpy as np
 
 import warpstore
-
-from ._tools import GOLDEN, Progress, human_bytes, result, table, write_pattern_file, write_results
+from warpstore import settings
+from warpstore._tools import (GOLDEN, Progress, human_bytes, result, table, write_pattern_file,
+                              write_results)
+# The CLI's argument types: the same checks and one-line errors as `warpstore gen`.
+from warpstore.cli import (_Parser, _check_output, _fail, _list, _positive, _seed, _size,
+                           _size_text, _zipf)
 
 ROWS = {"4k": 4096, "512": 512}
 STREAMS = ("random", "zipf")
@@ -56,7 +67,7 @@ class _Timer:
 
 def run(path="/tmp/warpstore-gather.dat", size="4GiB", batch="512MiB", cache="2GiB", threads=8,
         rows=("4k", "512"), streams=STREAMS, controllers=("host", "memory"), seed=1,
-        zipf_a=1.2, json_path=None, plot=None, command="warpstore bench gather", repeat=2,
+        zipf_a=1.2, json_path=None, plot=None, command="bench/python_gather.py", repeat=2,
         log=print):
     size = warpstore._tools.parse_size(size) // 4096 * 4096
     batch_bytes = warpstore._tools.parse_size(batch)
@@ -245,3 +256,53 @@ def _plot(path, plot_data, log):
     fig.tight_layout()
     fig.savefig(path)
     log(f"plot: {path}")
+
+
+def main(argv=None):
+    p = _Parser(prog="python_gather.py", description=__doc__.split("\n\n")[0])
+    p.add_argument("--file", default="/tmp/warpstore-gather.dat")
+    p.add_argument("--size", type=_size, default="8GiB")
+    p.add_argument("--batch", type=_size, default="512MiB", help="bytes of rows per gather")
+    p.add_argument("--cache", type=_size_text, default="2GiB")
+    p.add_argument("--threads", type=_positive, default=8, help="host controller service threads")
+    p.add_argument("--rows", type=_list(tuple(ROWS)), default="4k,512")
+    p.add_argument("--streams", type=_list(STREAMS), default="random,zipf")
+    p.add_argument("--controllers", type=_list(("host", "memory")), default="host,memory")
+    p.add_argument("--zipf-a", type=_zipf, default=1.2)
+    p.add_argument("--seed", type=_seed, default=1)
+    p.add_argument("--json", help="results file (docs/RESULTS.md format)")
+    p.add_argument("--plot", help="PNG of the figures (needs matplotlib)")
+    args = p.parse_args(argv)
+    try:
+        if args.size < 4096:
+            _fail(f"bench gather: --size must be at least 4096 bytes (one 4 KiB row), "
+                  f"got {args.size}")
+        size = args.size // 4096 * 4096
+        # The settings the arrays will get (a bad WARPSTORE_* variable or
+        # --cache / --threads fails here, before the file is written).
+        s = settings.as_dict()
+        for name, value in (("cache", args.cache), ("threads", args.threads)):
+            s[name] = settings._normalize(name, value)
+        for row_bytes in {ROWS[r] for r in args.rows}:
+            settings.check(dict(s, line_size=max(512, row_bytes)))
+        for out in (args.json, args.plot):
+            if out is not None and os.path.isdir(out):
+                _fail(f"{out} is a directory; give the path of a file to write")
+        if not (os.path.isfile(args.file) and os.path.getsize(args.file) == size):
+            _check_output(args.file, size, "benchmark file")
+        results = run(
+            path=args.file, size=size, batch=args.batch, cache=args.cache,
+            threads=args.threads, rows=args.rows, streams=args.streams,
+            controllers=args.controllers, seed=args.seed, zipf_a=args.zipf_a,
+            json_path=args.json, plot=args.plot,
+            command=os.environ.get("WARPSTORE_BENCH_COMMAND",
+                                   "python bench/python_gather.py " + " ".join(sys.argv[1:])))
+    except (ValueError, OSError) as e:
+        # Bad settings (WARPSTORE_* variables included), files that cannot be
+        # written: one line, as for bad arguments.
+        _fail(" ".join(str(e).split()))
+    return 0 if all(r["mismatches"] == 0 for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
