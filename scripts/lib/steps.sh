@@ -1,77 +1,157 @@
-# Shared start of the one-command GPU studies (scripts/gpu-writes.sh,
-# gpu-durability*.sh). Source it with the study's name:
+# The step helper of scripts/gpu.sh, sourced by it before it runs a study
+# (scripts/studies/STUDY.sh). `steps_init STUDY` sets:
 #
-#   source "$(dirname "$0")/lib/gpu-study.sh" gpu-writes
+#   root    the checkout
+#   out     $OUT, else artifacts/STUDY in the checkout (git-ignored): every
+#           step's log, summary.log, machine.log, copies of the results JSON,
+#           and logs.tar.gz holding all of them
+#   build   $BUILD_DIR, else build-gpu in the checkout
+#   status  0 until something fails; gpu.sh exits with it
+#   budget  $BUDGET, else the study's study_budget (seconds from the start
+#           for the whole study; empty: no budget, only each step's limit)
+#   WARPSTORE_COMMIT (exported) the commit the results name: as given (the
+#           device's copy of the tree may carry a stale .git), else HEAD
 #
-# Sets root, out ($OUT or <root>/<name>-out), build ($BUILD_DIR or
-# <root>/build-gpu), status=0 and exports WARPSTORE_COMMIT; defines
-#   step TEXT                     a timed heading, also in summary.log
-#   fail TEXT                     a failure: status=1, also in summary.log
-#   machine_log                   GPU, cores, memory and disk into machine.log
-#   gpu_build MINUTES TARGET...   configure (Release, sm_90, plus
-#                                 $GPU_CMAKE_ARGS) and build the targets
-#                                 within MINUTES, or stop the script
-#   timed NAME SECONDS CMD...     CMD under a timeout, its output in
-#                                 $out/NAME.log (the tail shown), a failure
-#                                 recorded with fail; with PACK=FILE every
-#                                 log so far is packed into FILE after it
-#   vector_add_run JSON NAME CONTROLLER TRIALS THREADS LOG [WORD...]
-#                                 one `warpstore-bench writes` result (the
-#                                 issue-4 vector add, 1 GiB arrays, 512 MiB
-#                                 cache) merged into JSON, its output in
-#                                 $out/LOG; each WORD is a WARPSTORE_*=VALUE
-#                                 setting for warpstore's side or an option
-study_name=$1
-root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-out=${OUT:-$root/$study_name-out}
-mkdir -p "$out"
-build=${BUILD_DIR:-$root/build-gpu}
-status=0
-export WARPSTORE_COMMIT=${WARPSTORE_COMMIT:-$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)}
-start=$(date +%s)
+# and defines:
+#
+#   want STEP                    whether the command line named STEP (or all)
+#   step TEXT                    a timed heading, also in summary.log
+#   fail TEXT                    a failure: status=1, also in summary.log
+#   left                         seconds of the budget left
+#   machine_log                  GPU, driver, cores, memory, disks and commit
+#                                into machine.log (a study may append more)
+#   gpu_build MINUTES TARGET...  configure (Release, sm_90, plus
+#                                $GPU_CMAKE_ARGS) and build the targets within
+#                                MINUTES, or stop the study
+#   timed NAME MAX[/MIN] CMD...  CMD under a timeout of MAX seconds (less when
+#                                the budget has less left; skipped when less
+#                                than MIN, default 10, is left), its output in
+#                                $out/NAME.log, the tail shown; a failure
+#                                recorded with fail. Returns CMD's status, or
+#                                125 when skipped (a failure only where the
+#                                study sets skip_fails=1).
+#   gpu_tests LOG [TEST...]      each GPU test binary (build-gpu/tests/gpu;
+#                                none named: every one built, the binaries
+#                                behind ctest -L gpu) under a timeout, all
+#                                into $out/LOG, the verdicts into summary.log
+#   pack_logs                    everything in $out into $out/logs.tar.gz:
+#                                after every timed step and on exit, so a
+#                                call cut short still brings the logs back
+#
+# Study settings, read by the functions: tail_lines (lines of a passing
+# step's log shown, default 15; a failing step shows 15 or more),
+# skip_fails.
 
-step() { echo "== $1 ($(($(date +%s) - start)) s)" | tee -a "$out/summary.log" >&2; }
+steps_init() {
+  study_name=$1
+  root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+  out=${OUT:-$root/artifacts/$study_name}
+  mkdir -p "$out"
+  out=$(cd "$out" && pwd)
+  build=${BUILD_DIR:-$root/build-gpu}
+  budget=${BUDGET:-${study_budget:-}}
+  status=0
+  start=$SECONDS
+  tail_lines=${tail_lines:-15}
+  skip_fails=${skip_fails:-0}
+  if [ -n "${WARPSTORE_COMMIT:-}" ]; then
+    commit_from=WARPSTORE_COMMIT
+  else
+    WARPSTORE_COMMIT=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
+    commit_from="git rev-parse HEAD (WARPSTORE_COMMIT not set: may be stale)"
+  fi
+  export WARPSTORE_COMMIT
+  : >"$out/summary.log"
+  echo "$study_name: commit $WARPSTORE_COMMIT from $commit_from; logs in $out" |
+    tee -a "$out/summary.log" >&2
+  trap pack_logs EXIT
+}
+
+want() { [[ $steps == *" all "* || $steps == *" $1 "* ]]; }
+
+left() {
+  if [ -n "$budget" ]; then echo $((budget - (SECONDS - start))); else echo 1000000; fi
+}
+
+step() { echo "== $1 ($((SECONDS - start)) s)" | tee -a "$out/summary.log" >&2; }
+
 fail() {
   status=1
   echo "FAILED: $1" | tee -a "$out/summary.log" >&2
 }
-machine_log() {
-  { nvidia-smi -L; nproc; free -g | head -2; df -h /tmp | tail -1; } >"$out/machine.log" 2>&1
+
+pack_logs() {
+  # A temporary name, then a rename: steps running at once may pack together.
+  local tmp="$out/.logs.$BASHPID.tar.gz"
+  tar czf "$tmp" -C "$out" --exclude=logs.tar.gz --exclude='.logs.*' . 2>/dev/null &&
+    mv -f "$tmp" "$out/logs.tar.gz"
+  rm -f "$tmp"
 }
+
+machine_log() {
+  {
+    date -u
+    nvidia-smi -L
+    nvidia-smi --query-gpu=name,memory.total,memory.used,driver_version --format=csv
+    nproc
+    free -g | head -2
+    df -h /tmp "$root" | tail -2
+    echo "commit $WARPSTORE_COMMIT"
+  } >"$out/machine.log" 2>&1
+}
+
 gpu_build() {
   local seconds=$(($1 * 60))
   shift
-  step build
-  if ! { timeout 30 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  step "build: $*"
+  # shellcheck disable=SC2086 # GPU_CMAKE_ARGS is a list of words
+  if ! { timeout 60 cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
            -DCMAKE_CUDA_ARCHITECTURES=90 -DWARPSTORE_WERROR=OFF ${GPU_CMAKE_ARGS:-} &&
-         timeout "$seconds" cmake --build "$build" -j 16 --target "$@"; } >"$out/build.log" 2>&1; then
+         timeout "$seconds" cmake --build "$build" -j "$(nproc)" --target "$@"; } >>"$out/build.log" 2>&1; then
     tail -40 "$out/build.log" >&2
     echo "$study_name: build failed" | tee -a "$out/summary.log" >&2
+    status=1
     exit 1
   fi
 }
+
 timed() {
-  local name=$1 limit=$2
+  local name=$1 limit=${2%/*} min=10 l rc s0
+  [[ $2 == */* ]] && min=${2#*/}
   shift 2
+  l=$(($(left) - 5))
+  if [ "$l" -lt "$min" ]; then
+    echo "== $name: skipped, $l s of the budget left (needs $min s)" | tee -a "$out/summary.log" >&2
+    [ "$skip_fails" = 1 ] && status=1
+    return 125
+  fi
+  [ "$l" -lt "$limit" ] && limit=$l
   step "$name (up to $limit s)"
+  s0=$SECONDS
   timeout -k 5 "$limit" "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  # PACK=FILE: the logs so far, packed after every step (a call cut short
-  # still brings them back).
-  [ -z "${PACK:-}" ] || tar czf "$PACK" -C "$out" . 2>/dev/null
-  [ $rc = 0 ] || fail "$name (exit $rc$([ $rc = 124 ] && echo ', timed out'))"
-  tail -15 "$out/$name.log" >&2
+  rc=$?
+  echo "   $name: exit $rc after $((SECONDS - s0)) s" >>"$out/summary.log"
+  if [ $rc != 0 ]; then
+    fail "$name (exit $rc$([ $rc = 124 ] && echo ', timed out'))"
+    tail -"$((tail_lines > 15 ? tail_lines : 15))" "$out/$name.log" >&2
+  elif [ "$tail_lines" -gt 0 ]; then
+    tail -"$tail_lines" "$out/$name.log" >&2
+  fi
+  pack_logs
   return $rc
 }
-vector_add_run() {
-  local json=$1 name=$2 controller=$3 trials=$4 threads=$5 log=$6 word
-  shift 6
-  local envs=() opts=()
-  for word in "$@"; do
-    if [[ $word == WARPSTORE_*=* ]]; then envs+=("$word"); else opts+=("$word"); fi
+
+gpu_tests() {
+  local log=$1 t bin
+  shift
+  # shellcheck disable=SC2046 # test names have no spaces
+  [ $# -gt 0 ] || set -- $(cd "$build/tests/gpu" && ls gpu_*_test)
+  step "GPU tests: $*"
+  for t in "$@"; do
+    bin=$build/tests/gpu/$t
+    echo "-- $bin" >>"$out/$log"
+    timeout 150 "$bin" >>"$out/$log" 2>&1 || fail "$t (exit $?)"
   done
-  env "${envs[@]}" timeout 150 "$build/bench/warpstore-bench" writes --json "$json" \
-    --file /tmp/warpstore-writes.dat --file-size 2GiB --elements 128M --cache-bytes 512MiB \
-    --controller "$controller" --service-threads "$threads" --direct off --repeat "$trials" \
-    --name "$name" "${opts[@]}" >"$out/$log" 2>&1
+  grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]" "$out/$log" | tee -a "$out/summary.log" >&2
+  pack_logs
 }
