@@ -23,7 +23,7 @@
 #include "controller/host_controller.h"
 #include "support/pattern.cuh"
 #include "support/pattern_file.h"
-#include "tests/cpu/raw_queue.h"
+#include "support/raw_queue.h"
 #include "warpstore/runtime.h"
 
 namespace warpstore::reliability {

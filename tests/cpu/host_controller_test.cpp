@@ -25,8 +25,8 @@
 #include <thread>
 #include <vector>
 
-#include "raw_queue.h"
 #include "support/pattern.cuh"
+#include "support/raw_queue.h"
 #include "test_files.h"
 #include "warpstore/controller.h"
 #include "warpstore/io.cuh"

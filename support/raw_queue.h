@@ -1,6 +1,7 @@
-// Raw NVMe queue access for tests: the test is the "GPU" at the level of
-// rings and doorbells, without queue_pair_ref, so it can hold completions
-// unretired or submit entries queue_pair_ref would never write.
+// Raw NVMe queue access for tests and the reliability study's hostile inputs:
+// the caller is the "GPU" at the level of rings and doorbells, without
+// queue_pair_ref, so it can hold completions unretired or submit entries
+// queue_pair_ref would never write.
 #pragma once
 
 #include <chrono>
