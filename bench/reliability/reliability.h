@@ -1,4 +1,4 @@
-// The reliability study (issue 6): storage that fails on purpose, inputs that
+// The reliability study: storage that fails on purpose, inputs that
 // are wrong on purpose, and what warpstore makes of them. The scenarios are
 // plain host code; only how elements are read differs between the CPU target
 // (std::thread lanes) and the GPU (a kernel), so each target passes a reader.

@@ -1,4 +1,4 @@
-// The checkpoint crash workload (issue 4, part 6): apps/pagerank checkpointing
+// The checkpoint crash workload: apps/pagerank checkpointing
 // after every iteration, so committed state k is the ranks after k
 // iterations. One source for both targets: checkpoint_workload_cpu.cpp and
 // checkpoint_workload_gpu.cu instantiate it with their launch.
