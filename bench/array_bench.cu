@@ -21,10 +21,10 @@
 #include <thread>
 
 #include "bench/ceilings/kernels.cuh"
-#include "bench/common/gpu.cuh"
-#include "bench/common/timing.h"
 #include "bench/subcommands.h"
-#include "tools/pattern.cuh"
+#include "support/gpu.cuh"
+#include "support/pattern.cuh"
+#include "support/timing.h"
 #include "warpstore/array.cuh"
 
 namespace warpstore::bench {

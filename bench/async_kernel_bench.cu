@@ -29,10 +29,10 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/args.h"
-#include "bench/common/gpu.cuh"
-#include "bench/common/results.h"
-#include "bench/common/timing.h"
+#include "support/args.h"
+#include "support/gpu.cuh"
+#include "support/results.h"
+#include "support/timing.h"
 #include "warpstore/array.cuh"
 #include "warpstore/cuda_check.h"
 

@@ -3,9 +3,9 @@
 
 #include "bench/ceilings/kernels.cuh"
 #include "bench/ceilings/uring_reader.h"
-#include "bench/common/files.h"
-#include "bench/common/zipf.h"
 #include "bench/subcommands.h"
+#include "support/files.h"
+#include "support/zipf.h"
 
 namespace warpstore::bench {
 

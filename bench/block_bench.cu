@@ -12,9 +12,9 @@
 #include "bench/block_io.h"
 #include "bench/ceilings/kernels.cuh"
 #include "bench/ceilings/uring_reader.h"
-#include "bench/common/gpu.cuh"
-#include "bench/common/timing.h"
 #include "bench/subcommands.h"
+#include "support/gpu.cuh"
+#include "support/timing.h"
 #include "warpstore/controller.h"
 #include "warpstore/settings.h"
 

@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bench/common/trace.h"
+#include "support/trace.h"
 #include "warpstore/error.h"
 #include "warpstore/io.cuh"
 

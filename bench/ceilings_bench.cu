@@ -8,8 +8,8 @@
 
 #include "bench/ceilings/kernels.cuh"
 #include "bench/ceilings/uring_reader.h"
-#include "bench/common/gpu.cuh"
 #include "bench/subcommands.h"
+#include "support/gpu.cuh"
 #include "warpstore/controller.h"
 #include "warpstore/settings.h"
 

@@ -21,11 +21,11 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/gpu.cuh"
-#include "bench/common/timing.h"
 #include "bench/subcommands.h"
-#include "tools/pattern.cuh"
-#include "tools/pattern_file.h"
+#include "support/gpu.cuh"
+#include "support/pattern.cuh"
+#include "support/pattern_file.h"
+#include "support/timing.h"
 #include "warpstore/cuda_check.h"
 #include "warpstore/durable/checkpoint.cuh"
 

@@ -32,13 +32,13 @@
 
 #include "bench/ceilings/kernels.cuh"
 #include "bench/ceilings/uring_reader.h"
-#include "bench/common/gpu.cuh"
-#include "bench/common/timing.h"
 #include "bench/iomethods/cpu_methods.h"
 #include "bench/iomethods/cufile.h"
 #include "bench/iomethods/measure.h"
 #include "bench/subcommands.h"
-#include "tools/pattern_file.h"
+#include "support/gpu.cuh"
+#include "support/pattern_file.h"
+#include "support/timing.h"
 #include "warpstore/array.cuh"
 
 namespace warpstore::bench {

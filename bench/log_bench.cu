@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/gpu.cuh"
-#include "bench/common/timing.h"
 #include "bench/subcommands.h"
+#include "support/gpu.cuh"
+#include "support/timing.h"
 #include "warpstore/durable/log.cuh"
 
 namespace warpstore::bench {

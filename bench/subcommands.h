@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/args.h"
-#include "bench/common/results.h"
-#include "bench/common/trace.h"
+#include "support/args.h"
+#include "support/results.h"
+#include "support/trace.h"
 #include "warpstore/controller.h"
 #include "warpstore/runtime.h"
 #include "warpstore/settings.h"

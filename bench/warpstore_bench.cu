@@ -10,8 +10,8 @@
 #include <filesystem>
 #include <iostream>
 
-#include "bench/common/results.h"
 #include "bench/subcommands.h"
+#include "support/results.h"
 #include "warpstore/runtime.h"
 
 #ifndef WARPSTORE_SOURCE_DIR

@@ -17,10 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/gpu.cuh"
-#include "bench/common/timing.h"
 #include "bench/subcommands.h"
-#include "tools/pattern_file.h"
+#include "support/gpu.cuh"
+#include "support/pattern_file.h"
+#include "support/timing.h"
 #include "warpstore/array.cuh"
 
 namespace warpstore::bench {

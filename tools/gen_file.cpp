@@ -8,10 +8,10 @@
 #include <exception>
 #include <thread>
 
-#include "bench/common/args.h"
-#include "bench/common/progress.h"
-#include "bench/common/timing.h"
-#include "tools/pattern_file.h"
+#include "support/args.h"
+#include "support/pattern_file.h"
+#include "support/progress.h"
+#include "support/timing.h"
 
 namespace {
 

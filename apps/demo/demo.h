@@ -11,8 +11,8 @@
 #include <string>
 #include <thread>
 
-#include "common/args.h"
-#include "tools/pattern_file.h"
+#include "support/args.h"
+#include "support/pattern_file.h"
 #include "warpstore/array.cuh"
 
 namespace demo {

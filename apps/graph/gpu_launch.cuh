@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "bench/common/gpu.cuh"
+#include "support/gpu.cuh"
 
 namespace warpstore::apps {
 

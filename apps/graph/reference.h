@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/graph/csr.h"
+#include "support/graph/csr.h"
 
 namespace warpstore::apps::reference {
 

@@ -24,9 +24,9 @@
 #include <thread>
 
 #include "apps/pagerank/pagerank.cuh"
-#include "bench/common/args.h"
-#include "tools/cli_main.h"
-#include "tools/graph/csr.h"
+#include "support/args.h"
+#include "support/cli_main.h"
+#include "support/graph/csr.h"
 
 namespace warpstore::apps::pagerank {
 

@@ -1,6 +1,7 @@
 // Iterative PageRank that checkpoints its state with a warpstore checkpoint
-// group and resumes from the newest checkpoint when restarted. Written once for the GPU and the CPU target (apps/graph's launch
-// abstraction: launch(body) runs body(warp, warps) on every warp, then waits).
+// group and resumes from the newest checkpoint when restarted. Written once
+// for the GPU and the CPU target (apps/graph's launch abstraction:
+// launch(body) runs body(warp, warps) on every warp, then waits).
 //
 // Deterministic, so state k is reproducible bit for bit on either target:
 // pull form on a symmetric CSR graph (in-neighbours = neighbours), one lane
@@ -21,7 +22,7 @@
 #include <string>
 #include <vector>
 
-#include "tools/graph/csr.h"
+#include "support/graph/csr.h"
 #include "warpstore/durable/checkpoint.cuh"
 #include "warpstore/runtime.h"
 

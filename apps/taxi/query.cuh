@@ -1,4 +1,4 @@
-// Queries Q0..Q5 of the columnar study (tools/taxi/taxi.h) as one warp-level
+// Queries Q0..Q5 of the columnar study (support/taxi/taxi.h) as one warp-level
 // body, over plain column pointers (the full-load baseline) or warpstore
 // arrays. A warp scans the distance column a line at a time (pinned, no
 // atomics per element); only lanes whose trip is over the threshold read the
@@ -9,7 +9,7 @@
 #include <cstdint>
 
 #include "apps/graph/graph_view.cuh"
-#include "tools/taxi/taxi.h"
+#include "support/taxi/taxi.h"
 #include "warpstore/array.cuh"
 
 namespace warpstore::apps {
@@ -89,8 +89,8 @@ struct store_column {
 };
 
 // How the selected trips read their further columns (warpstore-taxi
-// --further-read; the variants isolate a wrong-answer bug, see
-// scripts/gpu-taxi-bisect.sh).
+// --further-read; the variants isolated a wrong-answer bug, see
+// array_ref::calling_mask).
 enum class further_read : unsigned {
   divergent,  // operator[] by the selected lanes only, inside the scan callback
               // (mask from __activemask()), the column-0 line still pinned
@@ -105,7 +105,7 @@ inline constexpr unsigned release_slice_per_lane = 16;
 inline constexpr unsigned release_capacity = 48;
 
 // sums[0..2]: taxi::answer's count, sum_distance, sum_ratio (exact integer
-// sums of the per-row terms of tools/taxi/taxi.h, the CPU reference's code);
+// sums of the per-row terms of support/taxi/taxi.h, the CPU reference's code);
 // sums[3]: chunks whose distance lines could not be read (their errors are
 // in the arrays' error records).
 inline constexpr unsigned query_sums = 4;

@@ -1,10 +1,10 @@
-// warpstore-taxi: queries Q0..Q5 on a taxi-trip table (tools/taxi/taxi.h),
+// warpstore-taxi: queries Q0..Q5 on a taxi-trip table (support/taxi/taxi.h),
 // through warpstore (host controller over the column files in the page
 // cache, only the lines of selected trips read) against the full-load
 // baseline (every needed column read from its file and copied to GPU memory,
 // reading the next column while the last one is copied, then one kernel).
 // Every answer is checked exactly against the CPU's (integer sums, see
-// tools/taxi/taxi.h). Results: taxi.q<k>.sel<p>pct[.<layout>][.<tag>]
+// support/taxi/taxi.h). Results: taxi.q<k>.sel<p>pct[.<layout>][.<tag>]
 // .vs_fullload in bench/results/apps.json, rows per second end to end. Set-up outside the clocks on both sides: the baseline's GPU and
 // pinned buffers, warpstore's controllers (one per column file, opened
 // once); each warpstore query's clock includes creating a fresh cache.
@@ -22,12 +22,12 @@
 
 #include "apps/graph/gpu_launch.cuh"
 #include "apps/taxi/query.cuh"
-#include "bench/common/args.h"
-#include "bench/common/results.h"
-#include "bench/common/timing.h"
-#include "tools/cli_main.h"
-#include "tools/graph/csr.h"
-#include "tools/taxi/taxi.h"
+#include "support/args.h"
+#include "support/cli_main.h"
+#include "support/graph/csr.h"
+#include "support/results.h"
+#include "support/taxi/taxi.h"
+#include "support/timing.h"
 #include "warpstore/array.cuh"
 #include "warpstore/cuda_check.h"
 
@@ -50,14 +50,14 @@ struct config {
   // Every column's controller keeps its service threads busy during Q5: all
   // of them together must not outnumber the cores (16 on the GPU machine),
   // or threads polling for work take the CPU from threads that have it
-  // (scripts/gpu-apps-tune.sh: Q5 at 1 % went from 0.109 s with 8 + 5 x 2
+  // (scripts/gpu.sh apps-tune: Q5 at 1 % went from 0.109 s with 8 + 5 x 2
   // threads to 0.062 s with 10 + 5 x 1).
   std::uint32_t distance_threads = 10;
   std::uint32_t column_threads = 1;
   unsigned threads = 16;
   std::string json;
   std::string command;
-  // Variants that isolate the wrong-answer bug (scripts/gpu-taxi-bisect.sh).
+  // Variants that isolated the wrong-answer bug (array_ref::calling_mask).
   apps::further_read further = apps::further_read::divergent;
   bool cache_per_column = false;  // one cache per column instead of one shared
   controller_kind controller = controller_kind::host;
@@ -192,7 +192,7 @@ timed_answer run_store(const config& cfg, const std::vector<std::shared_ptr<cont
 }
 
 // Wrong answers among `sides` (0, 1 or 2): each side's answer must equal
-// the CPU's exactly (integer sums, tools/taxi/taxi.h). What differs is
+// the CPU's exactly (integer sums, support/taxi/taxi.h). What differs is
 // printed per side and field, so a mismatch can be diagnosed from the log.
 std::uint64_t mismatches(const std::string& name, const taxi::answer& want,
                          std::initializer_list<std::pair<const char*, taxi::answer>> sides) {

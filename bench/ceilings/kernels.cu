@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "bench/common/timing.h"
+#include "support/timing.h"
 
 namespace warpstore::bench {
 

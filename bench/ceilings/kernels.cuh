@@ -1,7 +1,7 @@
 // GPU ceilings and the verify kernel every GPU benchmark uses.
 //
 //   verify       count the 8-byte words of a device buffer of lines that
-//                differ from the file pattern (tools/pattern.cuh)
+//                differ from the file pattern (support/pattern.cuh)
 //   pinned_random_copy
 //                ceiling of the memory controller: a kernel copying the same
 //                lines (same trace) from a pinned host copy of the file into
@@ -16,9 +16,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "bench/common/gpu.cuh"
-#include "bench/common/trace.h"
-#include "tools/pattern.cuh"
+#include "support/gpu.cuh"
+#include "support/pattern.cuh"
+#include "support/trace.h"
 
 namespace warpstore::bench {
 

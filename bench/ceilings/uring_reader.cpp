@@ -17,10 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/args.h"
-#include "bench/common/timing.h"
 #include "bench/iomethods/measure.h"
-#include "tools/pattern_file.h"
+#include "support/args.h"
+#include "support/pattern_file.h"
+#include "support/timing.h"
 
 namespace warpstore::bench {
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/trace.h"
+#include "support/trace.h"
 
 namespace warpstore::bench {
 

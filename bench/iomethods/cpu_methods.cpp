@@ -19,8 +19,8 @@
 #include <system_error>
 #include <thread>
 
-#include "bench/common/timing.h"
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
+#include "support/timing.h"
 
 namespace warpstore::bench::iomethods {
 

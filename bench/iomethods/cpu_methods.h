@@ -24,8 +24,8 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/trace.h"
 #include "bench/iomethods/measure.h"
+#include "support/trace.h"
 
 namespace warpstore::bench::iomethods {
 

@@ -7,7 +7,7 @@
 
 #include "bench/reliability/reliability.h"
 #include "controller/host_controller.h"
-#include "tools/pattern.cuh"
+#include "support/pattern.cuh"
 
 namespace warpstore::reliability {
 

@@ -21,9 +21,9 @@
 
 #include "bench/reliability/reliability.h"
 #include "controller/host_controller.h"
-#include "tests/cpu/raw_queue.h"
-#include "tools/pattern.cuh"
-#include "tools/pattern_file.h"
+#include "support/pattern.cuh"
+#include "support/pattern_file.h"
+#include "support/raw_queue.h"
 #include "warpstore/runtime.h"
 
 namespace warpstore::reliability {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/args.h"
-#include "bench/common/results.h"
 #include "controller/fault_policy.h"
+#include "support/args.h"
+#include "support/results.h"
 #include "warpstore/array.cuh"
 
 namespace warpstore::reliability {

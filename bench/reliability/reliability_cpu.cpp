@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "bench/reliability/cpu_reader.h"
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
 
 namespace warpstore::reliability {
 namespace {

@@ -11,12 +11,12 @@
 #include <filesystem>
 #include <thread>
 
-#include "bench/common/gpu.cuh"
-#include "bench/common/zipf.h"
 #include "bench/reliability/reliability.h"
 #include "bench/reliability/soak_rw.h"
-#include "tools/pattern.cuh"
-#include "tools/pattern_file.h"
+#include "support/gpu.cuh"
+#include "support/pattern.cuh"
+#include "support/pattern_file.h"
+#include "support/zipf.h"
 
 namespace warpstore::reliability {
 namespace {

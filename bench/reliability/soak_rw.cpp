@@ -13,7 +13,7 @@
 #include <stdexcept>
 #include <thread>
 
-#include "tools/pattern.cuh"
+#include "support/pattern.cuh"
 #include "warpstore/runtime.h"
 
 namespace warpstore::reliability {

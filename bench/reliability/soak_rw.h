@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "bench/common/args.h"
-#include "bench/common/results.h"
 #include "bench/reliability/soak_rw.cuh"
+#include "support/args.h"
+#include "support/results.h"
 
 namespace warpstore::reliability {
 

@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "bench/reliability/reliability.h"
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
 
 namespace warpstore::reliability {
 
@@ -12,7 +12,7 @@ namespace {
 
 bench::arg_parser make_parser(const target& t) {
   bench::arg_parser p("warpstore-reliability-" + t.name,
-                      "fault injection, hostile inputs and protocol checks (issue 6)");
+                      "fault injection, hostile inputs and protocol checks");
   bench::command_spec& c = p.common();
   c.option("json", "PATH", WARPSTORE_SOURCE_DIR "/bench/results/reliability.json",
            "results file (merged)")

@@ -1,6 +1,6 @@
 """The warpstore command line: gen (test files, feature matrices, graphs),
-bench (the gather benchmark; the core benchmarks through warpstore-bench),
-info (device, controllers, settings)."""
+bench (from a checkout: the gather benchmark, bench/python_gather.py; the core
+benchmarks through warpstore-bench), info (device, controllers, settings)."""
 import argparse
 import json
 import math
@@ -141,32 +141,30 @@ def _gen(args):
         print(f"{args.path}: int64 [2, {edges}] edges over {args.nodes} nodes")
 
 
-def _bench(args):
-    if args.which == "gather":
-        from . import bench_gather, settings
+def _checkout_file(relative):
+    """`relative` in the warpstore checkout this package runs from (PYTHONPATH=python),
+    or in the current directory or one above it; None if there is none."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    roots = [os.path.dirname(os.path.dirname(here))]
+    d = os.getcwd()
+    while True:
+        roots.append(d)
+        if os.path.dirname(d) == d:
+            break
+        d = os.path.dirname(d)
+    return next((p for p in (os.path.join(r, relative) for r in roots) if os.path.isfile(p)), None)
 
-        if args.size < 4096:
-            _fail(f"bench gather: --size must be at least 4096 bytes (one 4 KiB row), "
-                  f"got {args.size}")
-        size = args.size // 4096 * 4096
-        # The settings the arrays will get (a bad WARPSTORE_* variable or
-        # --cache / --threads fails here, before the file is written).
-        s = settings.as_dict()
-        for name, value in (("cache", args.cache), ("threads", args.threads)):
-            s[name] = settings._normalize(name, value)
-        for row_bytes in {bench_gather.ROWS[r] for r in args.rows}:
-            settings.check(dict(s, line_size=max(512, row_bytes)))
-        for out in (args.json, args.plot):
-            if out is not None and os.path.isdir(out):
-                _fail(f"{out} is a directory; give the path of a file to write")
-        if not (os.path.isfile(args.file) and os.path.getsize(args.file) == size):
-            _check_output(args.file, size, "benchmark file")
-        results = bench_gather.run(
-            path=args.file, size=size, batch=args.batch, cache=args.cache,
-            threads=args.threads, rows=args.rows, streams=args.streams,
-            controllers=args.controllers, seed=args.seed, zipf_a=args.zipf_a,
-            json_path=args.json, plot=args.plot, command="warpstore " + " ".join(sys.argv[1:]))
-        return 0 if all(r["mismatches"] == 0 for r in results) else 1
+
+def _bench(args):
+    """The benchmarks live in the checkout, not in the package: gather is
+    bench/python_gather.py, core is warpstore-bench; both get every argument."""
+    if args.which == "gather":
+        script = _checkout_file(os.path.join("bench", "python_gather.py"))
+        if script is None:
+            _fail("bench gather: bench/python_gather.py not found (run from a warpstore checkout)")
+        env = dict(os.environ)
+        env.setdefault("WARPSTORE_BENCH_COMMAND", "warpstore bench gather " + " ".join(args.rest))
+        return subprocess.call([sys.executable, script] + args.rest, env=env)
     exe = shutil.which("warpstore-bench") or next(
         (p for p in (os.path.join(d, "bench", "warpstore-bench") for d in ("build-gpu", "build"))
          if os.path.exists(p)), None)
@@ -201,29 +199,15 @@ def main(argv=None):
     g.add_argument("--degree", type=_positive, default=10)
     g.add_argument("--seed", type=_seed, default=0)
 
-    b = sub.add_parser("bench", help="gather benchmark; core benchmarks (warpstore-bench)")
+    b = sub.add_parser("bench", help="gather benchmark (bench/python_gather.py); core benchmarks "
+                       "(warpstore-bench)")
     b.add_argument("which", choices=["gather", "core"])
-    b.add_argument("--file", default="/tmp/warpstore-gather.dat")
-    b.add_argument("--size", type=_size, default="8GiB")
-    b.add_argument("--batch", type=_size, default="512MiB", help="bytes of rows per gather")
-    b.add_argument("--cache", type=_size_text, default="2GiB")
-    b.add_argument("--threads", type=_positive, default=8, help="host controller service threads")
-    b.add_argument("--rows", type=_list(("4k", "512")), default="4k,512")
-    b.add_argument("--streams", type=_list(("random", "zipf")), default="random,zipf")
-    b.add_argument("--controllers", type=_list(("host", "memory")), default="host,memory")
-    b.add_argument("--zipf-a", type=_zipf, default=1.2)
-    b.add_argument("--seed", type=_seed, default=1)
-    b.add_argument("--json", help="results file (docs/RESULTS.md format)")
-    b.add_argument("--plot", help="PNG of the figures (needs matplotlib)")
+    b.add_argument("rest", nargs=argparse.REMAINDER, help="the benchmark's own arguments")
 
     i = sub.add_parser("info", help="device, controllers, settings")
     i.add_argument("--json", action="store_true")
 
-    # `warpstore bench core ...` hands everything it does not know to warpstore-bench.
-    args, rest = p.parse_known_args(argv)
-    if rest and not (args.command == "bench" and args.which == "core"):
-        p.error(f"unrecognized arguments: {' '.join(rest)}")
-    args.rest = rest
+    args = p.parse_args(argv)
     try:
         return {"gen": _gen, "bench": _bench, "info": _info}[args.command](args) or 0
     except (ValueError, OSError) as e:

@@ -13,7 +13,7 @@
 #include "apps/graph/algorithms.cuh"
 #include "apps/graph/launch.h"
 #include "apps/graph/reference.h"
-#include "tools/graph/csr.h"
+#include "support/graph/csr.h"
 #include "warpstore/array.cuh"
 
 using namespace warpstore;

@@ -1,5 +1,5 @@
 // The graph files: generators, the CSR builder, the binary format and the
-// importers (tools/graph/csr.h).
+// importers (support/graph/csr.h).
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "tools/graph/csr.h"
+#include "support/graph/csr.h"
 
 using namespace warpstore::graph;
 

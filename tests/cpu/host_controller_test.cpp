@@ -25,9 +25,9 @@
 #include <thread>
 #include <vector>
 
-#include "raw_queue.h"
+#include "support/pattern.cuh"
+#include "support/raw_queue.h"
 #include "test_files.h"
-#include "tools/pattern.cuh"
 #include "warpstore/controller.h"
 #include "warpstore/io.cuh"
 #include "warpstore/nvme.h"

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
 #include "warpstore/nvme.h"
 #include "warpstore/queue.cuh"
 

@@ -1,6 +1,6 @@
 // Fuzzing the host controller with arbitrary submission entries: random
 // bytes, random opcodes, and plausible READs with random ranges, written
-// straight into the SQ (tests/cpu/raw_queue.h). Every entry must complete
+// straight into the SQ (support/raw_queue.h). Every entry must complete
 // within the deadline with its own queue id; a READ the controller accepts
 // must have delivered the file's bytes; nothing may crash or stop the
 // controller. Runs for WARPSTORE_FUZZ_SECONDS (default 10).
@@ -17,10 +17,10 @@
 #include <random>
 
 #include "controller/host_controller.h"
-#include "raw_queue.h"
 #include "submission_fuzz.h"
+#include "support/pattern_file.h"
+#include "support/raw_queue.h"
 #include "test_files.h"
-#include "tools/pattern_file.h"
 
 using namespace warpstore;
 

@@ -1,4 +1,4 @@
-// The taxi table (tools/taxi/taxi.h) and queries Q0..Q5 on the CPU target
+// The taxi table (support/taxi/taxi.h) and queries Q0..Q5 on the CPU target
 // (apps/taxi/query.cuh), through warpstore arrays and plain columns, checked
 // against the CPU answers.
 #include <gtest/gtest.h>
@@ -14,8 +14,8 @@
 
 #include "apps/graph/launch.h"
 #include "apps/taxi/query.cuh"
-#include "tools/graph/csr.h"
-#include "tools/taxi/taxi.h"
+#include "support/graph/csr.h"
+#include "support/taxi/taxi.h"
 #include "warpstore/array.cuh"
 
 using namespace warpstore;

@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
 
 namespace warpstore::test {
 

@@ -15,9 +15,9 @@
 
 #include "controller/host_controller.h"
 #include "controller/memory_controller.h"
+#include "support/pattern.cuh"
+#include "support/pattern_file.h"
 #include "test_files.h"
-#include "tools/pattern.cuh"
-#include "tools/pattern_file.h"
 #include "warpstore/controller.h"
 #include "warpstore/error.h"
 #include "warpstore/io.cuh"

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "apps/pagerank/pagerank.cuh"
+#include "support/graph/csr.h"
 #include "tests/crash/crash_workload.h"
-#include "tools/graph/csr.h"
 
 namespace warpstore::crash {
 

@@ -50,11 +50,11 @@
 #include <thread>
 #include <vector>
 
-#include "bench/common/args.h"
-#include "bench/common/results.h"
 #include "controller/host_controller.h"
 #include "controller/powercut.h"
 #include "crash_workload.h"
+#include "support/args.h"
+#include "support/results.h"
 #include "warpstore/runtime.h"
 
 namespace fs = std::filesystem;

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "tests/crash/kv_workload.h"
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
 
 namespace warpstore::crash {
 

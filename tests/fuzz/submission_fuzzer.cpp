@@ -34,9 +34,9 @@
 #include <vector>
 
 #include "controller/host_controller.h"
-#include "raw_queue.h"
 #include "submission_fuzz.h"
-#include "tools/pattern_file.h"
+#include "support/pattern_file.h"
+#include "support/raw_queue.h"
 
 using namespace warpstore;
 

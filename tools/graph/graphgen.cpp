@@ -1,4 +1,4 @@
-// warpstore-graphgen: makes CSR graph files (format: tools/graph/csr.h).
+// warpstore-graphgen: makes CSR graph files (format: support/graph/csr.h).
 //
 //   warpstore-graphgen kronecker OUT --scale 25 [--edge-factor 16] [--weighted]
 //   warpstore-graphgen uniform OUT --vertices 1M --edges 16M [--weighted]
@@ -10,10 +10,10 @@
 #include <exception>
 #include <thread>
 
-#include "bench/common/args.h"
-#include "bench/common/timing.h"
-#include "tools/cli_main.h"
-#include "tools/graph/csr.h"
+#include "support/args.h"
+#include "support/cli_main.h"
+#include "support/graph/csr.h"
+#include "support/timing.h"
 
 namespace {
 

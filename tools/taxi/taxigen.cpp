@@ -1,14 +1,14 @@
 // warpstore-taxigen DIR --rows 256M [--layout zone|shuffled] [--seed N]:
-// writes the taxi-trip table of tools/taxi/taxi.h, one float32 file per column.
+// writes the taxi-trip table of support/taxi/taxi.h, one float32 file per column.
 #include <algorithm>
 #include <cstdio>
 #include <exception>
 #include <thread>
 
-#include "bench/common/args.h"
-#include "bench/common/timing.h"
-#include "tools/cli_main.h"
-#include "tools/taxi/taxi.h"
+#include "support/args.h"
+#include "support/cli_main.h"
+#include "support/taxi/taxi.h"
+#include "support/timing.h"
 
 int main(int argc, char** argv) {
   namespace wb = warpstore::bench;

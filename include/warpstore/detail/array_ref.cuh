@@ -372,22 +372,17 @@ struct array_ref {
   // filled for one array got every n-th 16 bytes from another controller's
   // staging (silently wrong rows, only with two or more arrays, only with
   // divergent callers); take_tickets also handed one pair's tickets to lanes
-  // of another. The cache and source id together name one array.
-  // WARPSTORE_UNGROUPED_CALLERS restores the old grouping (the bisect build
-  // warpstore-taxi-ungrouped, scripts/gpu-taxi-bisect.sh).
+  // of another. The cache and source id together name one array
+  // (tests/gpu/gpu_array_read_test.cu: DivergentCallersOnTwoArraysGetTheirOwnBytes).
   // Keep the two matches: a shuffle-and-vote fast path for "every caller on
   // one array" made warpstore-kv on the memory controller fault with an
   // illegal address in 3 of 3 runs on the H100 (2026-11-22); callers reach
   // this from different call sites, where only the matches held up.
   WARPSTORE_HD unsigned calling_mask() const {
-#if defined(WARPSTORE_UNGROUPED_CALLERS)
-    return detail::warp::active_mask();
-#else
     const unsigned same_cache = detail::warp::match_any(
         detail::warp::active_mask(),
         static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(cache.tags)));
     return detail::warp::match_any(same_cache, source);
-#endif
   }
 
   WARPSTORE_HD bool check_index(std::uint64_t i) const {

@@ -1,0 +1,114 @@
+# scripts/gpu.sh engine [STEP...]: the Python engine and training-loop
+# studies. Rows go to $OUT/*.json.
+#   tests        builds the Python extension (both targets) and the GPU test
+#                suite, runs the GPU suite and pytest with the CUDA backend
+#                (the concurrency, interrupt and idle-engine tests among them)
+#   stress       the Python stress and interrupt study (bench/python_stress.py)
+#                on both backends, three processes at once (about 7 minutes;
+#                STRESS_OPS, STRESS_S)
+#   pyasync      python/tests/test_async.py alone
+#   bench        engine, graphsage and attribution:
+#   engine       the engine's cost to the process (bench/python_engine.py)
+#   graphsage    GraphSAGE with the library's defaults (apps/graphsage/train.py)
+#   attribution  GraphSAGE without fetch-ahead, and with the CPU sampler
+#   smoke        the GPU read and batch tests alone
+#   async        the kernel example (bench/async_kernel_bench.cu)
+#   cold         GraphSAGE over 7.6 GiB of features, every epoch cold, against
+#                memmap and the device's random 4 KiB read rate (about 6
+#                minutes; COLD_S)
+#   fetch        the feature fetch alone (bench/python_fetch.py): warpstore
+#                against memmap and pinned host memory, per batch of rows
+study_summary="Python engine: GPU suite + pytest, stress, engine cost, GraphSAGE, fetch"
+study_steps="tests stress pyasync bench engine graphsage attribution smoke async cold fetch"
+
+study_engine() {
+  local py=${PYTHON:-python3}
+  machine_log
+  "$py" -c "import torch; print('torch', torch.__version__, torch.get_num_threads(), 'threads')" \
+    >>"$out/machine.log" 2>&1
+
+  local gpu_test_names=(gpu_array_read_test gpu_array_write_test gpu_queue_test gpu_checkpoint_test
+                        gpu_log_test gpu_array_batch_test)
+  # shellcheck disable=SC2046 # lists of target names
+  GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
+    gpu_build 7 warpstore_python $(want tests && echo "${gpu_test_names[@]}") \
+    $(want smoke && echo gpu_array_read_test gpu_array_batch_test) \
+    $(want async && echo async-kernel-bench)
+  export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
+
+  if want tests; then
+    gpu_tests gpu-tests.log "${gpu_test_names[@]}"
+    timed pytest 240 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests"
+  fi
+
+  if want stress; then
+    # Three stress processes at once (CPU target over the host and memory
+    # controllers, CUDA target over the host controller), 100 s each, then 20
+    # interrupts each; the operations add up to concurrency.python.stress.
+    run_stress() {  # NAME BACKEND CONTROLLER
+      timed "stress-$1" 300 env WARPSTORE_BACKEND="$2" "$py" "$root/bench/python_stress.py" \
+        --ops "${STRESS_OPS:-3000000}" --seconds "${STRESS_S:-100}" --threads 8 --controller "$3" \
+        --interrupts 20 --json "$out/stress-$1.json"
+    }
+    local p1 p2 p3 p
+    run_stress cpu-host cpu host & p1=$!
+    run_stress cpu-memory cpu memory & p2=$!
+    run_stress cuda-host cuda host & p3=$!
+    for p in $p1 $p2 $p3; do wait "$p" || status=1; done
+  fi
+
+  if want pyasync; then  # the asynchronous gathers and fetch-ahead alone
+    timed pytest-async 120 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests/test_async.py"
+  fi
+
+  if want bench || want engine; then
+    timed engine 120 "$py" "$root/bench/python_engine.py" --json "$out/engine.json"
+  fi
+  # 2 M nodes x 128 float32 (1 GiB, page cache), cache 1/8 of it; the
+  # library's defaults and the machine's (no OMP_NUM_THREADS), as a user runs
+  # it: neighbors sampled on the GPU, features fetched one batch ahead.
+  local gs=("$py" "$root/apps/graphsage/train.py" --nodes 2000000 --dim 128 --epochs 2 --batches 30
+            --test-nodes 10000 --dir /tmp --reuse)
+  if want bench || want graphsage; then
+    timed graphsage 200 "${gs[@]}" --json "$out/graphsage.json"
+  fi
+  if want bench || want attribution; then
+    # Without fetch-ahead; and as before this work (CPU sampler, no fetch-ahead).
+    timed graphsage-sync 150 "${gs[@]}" --fetch-ahead off --sources warpstore,memmap \
+      --name graphsage.host.sync --json "$out/graphsage-sync.json"
+    timed graphsage-cpu-sampler 150 "${gs[@]}" --fetch-ahead off --sampler cpu \
+      --sources warpstore,memmap --name graphsage.host.cpu_sampler \
+      --json "$out/graphsage-cpu-sampler.json"
+  fi
+  rm -f /tmp/graphsage-2000000x128.f32
+
+  if want smoke; then  # a short GPU check: array reads and the asynchronous batches of kernels
+    gpu_tests gpu-smoke.log gpu_array_read_test gpu_array_batch_test
+  fi
+
+  if want async; then  # the kernel example: tiled C = A * B, sync vs async vs CPU double buffering
+    timed async-kernel 90 "$build/bench/async-kernel-bench" --file /tmp/warpstore-async-a.f32 \
+      --a-bytes 2GiB --k 1024 --n 2048 --trials 3 --json "$out/async.json"
+    rm -f /tmp/warpstore-async-a.f32
+  fi
+
+  if want cold; then
+    # 16 M nodes x 128 float32 (7.6 GiB) with every epoch started cold (pages
+    # dropped, warpstore's cache emptied); direct="auto", the default, as a
+    # user's cold file gets. Fetched synchronously, so the fetch's own rate is
+    # measured; then the device's random 4 KiB O_DIRECT read rate on the same
+    # file.
+    timed graphsage-cold "${COLD_S:-300}" "$py" "$root/apps/graphsage/train.py" --nodes 16000000 \
+      --dim 128 --epochs 2 --batches 3 --test-nodes 1000 --dir /tmp --reuse --cold --direct auto \
+      --fetch-ahead off --sources warpstore,memmap --name graphsage.cold \
+      --json "$out/graphsage-cold.json"
+    timed device-rate 60 "$py" "$root/bench/device_rate.py" /tmp/graphsage-16000000x128.f32 \
+      --seconds 10 --depth 64 --json "$out/device-rate.json"
+    rm -f /tmp/graphsage-16000000x128.f32
+  fi
+
+  if want fetch; then
+    timed fetch 240 "$py" "$root/bench/python_fetch.py" --json "$out/fetch.json"
+    rm -f /tmp/fetch-2000000x128.f32
+  fi
+}

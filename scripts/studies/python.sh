@@ -1,0 +1,52 @@
+# scripts/gpu.sh python [gather] [pytest] [graphsage]: the Python package on
+# the GPU, within $BUDGET seconds (default 200) including the build. Builds
+# the extension (both targets) with CMake into build-gpu and puts it on
+# PYTHONPATH (no pip: nothing can be downloaded there); then
+#   gather     the gather benchmark (bench/python_gather.py: 4 GiB file in the
+#              page cache, batches of 512 MiB of rows, 2 GiB cache, 8 service
+#              threads), which rewrites bench/results/gather.json (copied to
+#              $OUT, with its plot gather.png)
+#   pytest     the pytest suite, GPU tests included
+#   graphsage  the GraphSAGE example (warpstore vs GPU memory vs memmap, same
+#              seed; 2 M nodes, 128 float32 features: a 1 GiB file, cache
+#              128 MiB = 1/8; 2 epochs of 30 batches)
+# BENCH_SIZE, BENCH_BATCH, BENCH_CACHE and GRAPH_NODES shrink it for a smoke
+# test elsewhere. A step skipped for want of time is a failure.
+study_summary="Python package: gather benchmark (gather.json), pytest, GraphSAGE"
+study_steps="gather pytest graphsage"
+study_budget=200
+tail_lines=25
+skip_fails=1
+
+study_python() {
+  local py=${PYTHON:-python3}
+  machine_log
+  {
+    "$py" -c "import sys, numpy, torch; print(sys.version); print('numpy', numpy.__version__, 'torch', torch.__version__, torch.version.cuda, torch.cuda.is_available())"
+    "$py" -c "import nanobind; print('nanobind', nanobind.__version__)"
+    "$py" -c "import torch_geometric, torch_geometric.typing as t; print('pyg', torch_geometric.__version__, 'pyg-lib', t.WITH_PYG_LIB, 'torch-sparse', t.WITH_TORCH_SPARSE)"
+    "$py" -c "import matplotlib; print('matplotlib', matplotlib.__version__)"
+  } >>"$out/machine.log" 2>&1
+  cat "$out/machine.log" >&2
+  GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
+    gpu_build 3 warpstore_python
+  export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
+
+  if want gather; then
+    WARPSTORE_BENCH_COMMAND="source .deps/unpack-deps.sh; scripts/gpu.sh python gather" \
+      timed gather-bench 75 "$py" "$root/bench/python_gather.py" --file /tmp/warpstore-gather.dat \
+      --size "${BENCH_SIZE:-4GiB}" --batch "${BENCH_BATCH:-512MiB}" --cache "${BENCH_CACHE:-2GiB}" \
+      --threads 8 --json "$root/bench/results/gather.json" --plot "$out/gather.png"
+    cp "$root/bench/results/gather.json" "$out/" 2>/dev/null
+    rm -f /tmp/warpstore-gather.dat
+  fi
+  if want pytest; then
+    timed pytest 45 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests"
+  fi
+  if want graphsage; then
+    local nodes=${GRAPH_NODES:-2000000}
+    timed graphsage 70 "$py" "$root/apps/graphsage/train.py" --nodes "$nodes" --dim 128 --epochs 2 \
+      --batches 30 --test-nodes 10000 --threads 8 --dir /tmp
+    rm -f "/tmp/graphsage-${nodes}x128.f32"
+  fi
+}
