@@ -126,6 +126,9 @@ struct queue_pair_ref {
   // The two halves of submit, for a WRITE whose bytes must be copied into
   // the slot's staging buffer in between: claim() waits (bounded) until the
   // slot of `ticket` is free; post() writes the entry and marks it.
+  // The timeout counts from the last time the queue moved (its SQ head, as
+  // completions retire), not from the ticket: a long queue ahead of the
+  // ticket is slow, not stuck (detail::deadline::expired(progress)).
   WARPSTORE_HD nvme::status claim(std::uint64_t ticket) const {
     const std::uint32_t slot = slot_of(ticket);
     detail::deadline dl(timeout_ns);
@@ -134,9 +137,9 @@ struct queue_pair_ref {
       const bool turn_ok = detail::device_atomic<std::uint64_t>(turns[slot]).load(
                                detail::memory_order_acquire) == turn_of(ticket);
       // NVMe keeps at most depth-1 entries between head and tail.
-      const bool head_ok = ticket < detail::device_atomic<std::uint64_t>(state->sq_head).load(
-                                        detail::memory_order_acquire) +
-                                        depth - 1;
+      const std::uint64_t head =
+          detail::device_atomic<std::uint64_t>(state->sq_head).load(detail::memory_order_acquire);
+      const bool head_ok = ticket < head + depth - 1;
       if (turn_ok && head_ok) break;
       if (!head_ok) {
         // The head moves only when earlier entries reach the controller and
@@ -145,7 +148,7 @@ struct queue_pair_ref {
         move_tail();
         retire_completions();
       }
-      if (dl.expired()) return fail();
+      if (dl.expired(head)) return fail();
       dl.pause();
     }
     return nvme::status::ok();

@@ -61,6 +61,20 @@ nb::dict environment_settings() {
   return d;
 }
 
+// A cache's counters as Array.stats() and Cache.stats() report them.
+nb::dict cache_counters_dict(const cache_stats& s) {
+  nb::dict d;
+  d["hits"] = s.hits;
+  d["misses"] = s.misses;
+  d["evictions"] = s.evictions;
+  d["bytes"] = s.bytes_read;
+  d["retries"] = s.retries;
+  d["overlapped_evictions"] = s.overlapped_evictions;
+  d["errors"] = s.errors;
+  d["hit_rate"] = s.hit_rate();
+  return d;
+}
+
 template <class Array>
 bool on_host(const Array& a) {
   return a.device_type() == nb::device::cpu::value ||
@@ -374,15 +388,7 @@ class py_array {
       cache_bytes = a.base().cache().bytes();
       line_size = a.base().cache().line_size();
     }
-    nb::dict d;
-    d["hits"] = s.hits;
-    d["misses"] = s.misses;
-    d["evictions"] = s.evictions;
-    d["bytes"] = s.bytes_read;
-    d["retries"] = s.retries;
-    d["overlapped_evictions"] = s.overlapped_evictions;
-    d["errors"] = s.errors;
-    d["hit_rate"] = s.hit_rate();
+    nb::dict d = cache_counters_dict(s);
     d["commands"] = c.commands;
     d["controller"] = controller;
     // Whether the host controller reads with O_DIRECT, and (direct="auto")
@@ -666,15 +672,7 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
                nb::gil_scoped_release release;
                s = c.lines->stats();
              }
-             nb::dict d;
-             d["hits"] = s.hits;
-             d["misses"] = s.misses;
-             d["evictions"] = s.evictions;
-             d["bytes"] = s.bytes_read;
-             d["retries"] = s.retries;
-             d["errors"] = s.errors;
-             d["hit_rate"] = s.hit_rate();
-             return d;
+             return cache_counters_dict(s);
            })
       .def("reset_stats",
            [](shared_cache& c) {

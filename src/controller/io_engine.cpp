@@ -47,14 +47,6 @@ constexpr std::uint64_t nap_longest_ns = 2'000'000;
 constexpr std::uint64_t long_quiet_ns = 1'000'000'000;
 constexpr std::uint64_t nap_long_quiet_ns = 20'000'000;
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 // The running engine, and the process it belongs to.
 std::mutex engine_mutex;
 std::weak_ptr<io_engine> engine_instance;

@@ -1,6 +1,6 @@
 // Small helpers every part of the host controller uses: the steady clock in
-// nanoseconds, NVMe generic status codes, errno text, and how many io_uring
-// completions one peek takes.
+// nanoseconds, NVMe generic status codes, errno text, a polling spin, and how
+// many io_uring completions one peek takes.
 #pragma once
 
 #include <chrono>
@@ -23,6 +23,15 @@ inline std::uint64_t steady_ns() {
 
 constexpr nvme::status generic_status(std::uint8_t code) {
   return nvme::status::make(nvme::status_type::generic, code);
+}
+
+// One spin of a polling loop: tells the core we are waiting.
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
 }
 
 inline std::string errno_text(int err) {

@@ -33,21 +33,10 @@
 
 namespace warpstore {
 
+using host_detail::cpu_relax;
 using host_detail::errno_text;
 using host_detail::reap_batch;
 using host_detail::steady_ns;
-
-namespace {
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
-}  // namespace
 
 host_controller::worker::worker(host_controller& owner, std::uint32_t id,
                                 const std::vector<std::uint32_t>& queue_ids, const options& opts)

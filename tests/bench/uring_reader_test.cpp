@@ -13,27 +13,14 @@
 #include "support/args.h"
 #include "support/pattern_file.h"
 #include "support/trace.h"
+#include "test_files.h"
 #include "support/zipf.h"
 
 namespace wb = warpstore::bench;
 
 namespace {
 
-// A directory removed with everything in it at the end of the test.
-class temp_dir {
- public:
-  temp_dir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/warpstore-uring-test-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~temp_dir() { std::filesystem::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using warpstore::test::temp_dir;
 
 }  // namespace
 

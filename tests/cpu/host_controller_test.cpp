@@ -2,6 +2,7 @@
 // as the GPU (on the CPU target a warp is one thread, so masks are 1u) and
 // use queue_pair_ref exactly as device code does.
 #include "controller/host_controller.h"
+#include "controller/fault_policy.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -426,12 +427,6 @@ TEST(HostControllerLifecycle, StopsPromptlyAndValidates) {
 // Idle service threads sleep (a library must not keep cores from the process
 // around it) and still serve every queue: with nothing announced, a command
 // on a queue whose thread naps is seen after that nap (20 ms at most).
-double cpu_seconds() {
-  rusage r{};
-  getrusage(RUSAGE_SELF, &r);
-  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
-}
 
 TEST(HostControllerSleep, IdleThreadsSleepAndStillServeEveryQueue) {
   pattern_file f(1 << 20);
@@ -439,12 +434,7 @@ TEST(HostControllerSleep, IdleThreadsSleepAndStillServeEveryQueue) {
   std::vector<std::byte> dst(4096);
   ASSERT_TRUE(read_blocks(ctl->device_ref().queues.pick(0), 0, 8, dst.data()).success());
   std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // past the long quiet
-  const double c0 = cpu_seconds();
-  const auto w0 = std::chrono::steady_clock::now();
-  std::this_thread::sleep_for(std::chrono::seconds(1));
-  const double share =
-      (cpu_seconds() - c0) /
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  const double share = test::idle_cpu_share(std::chrono::milliseconds(1000));
   EXPECT_LT(share, 0.02) << "4 idle service threads took " << share << " of a core";
 
   for (std::uint32_t q : {3u, 1u}) {  // every thread napping
@@ -464,6 +454,37 @@ TEST(HostControllerSleep, IdleThreadsSleepAndStillServeEveryQueue) {
     EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(20));
     EXPECT_EQ(first_mismatch(dst.data(), 16 * block, 4096, f.bytes()), -1);
   }
+}
+
+// A deadline means no progress for that long, not a long queue: 48 lanes
+// queue on one pair that holds one command at a time, each completion held
+// back 5 ms, so the last lane waits about 240 ms for its turn, more than the
+// 100 ms deadline. The queue moves all along: every read succeeds.
+TEST(HostControllerQueue, LongQueueIsSlowNotStuck) {
+  pattern_file f(1 << 20);
+  options o = test_options(delivery::gpu_pull, 1, 2, 1);
+  o.timeout_ns = 100'000'000ull;
+  fault_plan plan;
+  plan.kind = fault_kind::delay;
+  plan.probability = 1;
+  plan.hold_ns = 5'000'000ull;
+  auto faults = std::make_shared<planned_faults>(plan);
+  host_controller ctl(std::make_shared<backing_file>(f.path(), o.direct), o, 4096, faults);
+  const queue_pair_ref& qp = ctl.device_ref().queues.pick(0);
+  std::atomic<unsigned> failed{0}, wrong{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  test::run_lanes(48, [&](unsigned lane) {
+    std::vector<std::byte> dst(4096);
+    const nvme::status st = read_blocks(qp, 8 * lane, 8, dst.data());
+    if (!st.success()) failed.fetch_add(1);
+    else if (first_mismatch(dst.data(), 8 * lane * block, 4096, f.bytes()) != -1) wrong.fetch_add(1);
+  });
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(failed.load(), 0u);
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(took, std::chrono::milliseconds(200)) << "the queue was not as long as meant";
+  EXPECT_EQ(faults->injected(), 48u);
+  EXPECT_NO_THROW(ctl.check());
 }
 
 TEST(HostControllerRaw, CompletionFieldsAndFullCompletionQueue) {

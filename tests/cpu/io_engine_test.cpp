@@ -5,7 +5,6 @@
 // controller, and a forked child starts its own.
 #include <dirent.h>
 #include <gtest/gtest.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -41,13 +40,6 @@ unsigned engine_threads() {
   }
   ::closedir(d);
   return n;
-}
-
-double cpu_seconds() {
-  rusage r{};
-  getrusage(RUSAGE_SELF, &r);
-  return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
-         1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
 }
 
 // Sanitizers slow every round several times over; the idle bound allows it.
@@ -103,12 +95,7 @@ TEST(IoEngine, ManyArraysShareOnePool) {
   for (auto& a : arrays) EXPECT_NO_THROW(a->check());
 
   std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // past the long quiet
-  const double c0 = cpu_seconds();
-  const auto w0 = std::chrono::steady_clock::now();
-  std::this_thread::sleep_for(std::chrono::seconds(1));
-  const double share =
-      (cpu_seconds() - c0) /
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+  const double share = test::idle_cpu_share(std::chrono::milliseconds(1000));
   EXPECT_LT(share, idle_share_bound) << "64 idle arrays took " << share << " of a core";
 
   // A read after the long quiet, with nothing announced, is still served.

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -64,7 +66,7 @@ struct scratch_file {
 // A fresh directory under $TMPDIR, removed with everything in it at the end.
 struct temp_dir {
   std::string path;
-  explicit temp_dir(const std::string& stem) {
+  explicit temp_dir(const std::string& stem = "test") {
     const char* dir = std::getenv("TMPDIR");
     path = std::string(dir ? dir : "/tmp") + "/warpstore-" + stem + "-XXXXXX";
     if (::mkdtemp(path.data()) == nullptr) throw std::runtime_error("mkdtemp failed for " + path);
@@ -75,7 +77,24 @@ struct temp_dir {
   }
   temp_dir(const temp_dir&) = delete;
   temp_dir& operator=(const temp_dir&) = delete;
+  std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
+
+// CPU seconds per wall second the whole process spent while this thread
+// slept for `wall`: what its idle threads cost.
+inline double idle_cpu_share(std::chrono::milliseconds wall) {
+  auto cpu = [] {
+    rusage r{};
+    getrusage(RUSAGE_SELF, &r);
+    return static_cast<double>(r.ru_utime.tv_sec + r.ru_stime.tv_sec) +
+           1e-6 * static_cast<double>(r.ru_utime.tv_usec + r.ru_stime.tv_usec);
+  };
+  const double c0 = cpu();
+  const auto w0 = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(wall);
+  return (cpu() - c0) /
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+}
 
 // Runs body(lane) on `lanes` threads and joins them.
 inline void run_lanes(unsigned lanes, const std::function<void(unsigned)>& body) {

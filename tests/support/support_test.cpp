@@ -18,6 +18,7 @@
 #include "support/results.h"
 #include "support/table.h"
 #include "support/trace.h"
+#include "test_files.h"
 #include "support/zipf.h"
 
 namespace wb = warpstore::bench;
@@ -25,21 +26,7 @@ namespace json = warpstore::bench::json;
 
 namespace {
 
-// A directory removed with everything in it at the end of the test.
-class temp_dir {
- public:
-  temp_dir() {
-    const char* base = std::getenv("TMPDIR");
-    std::string tmpl = std::string(base ? base : "/tmp") + "/warpstore-bench-test-XXXXXX";
-    if (!::mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp failed");
-    path_ = tmpl;
-  }
-  ~temp_dir() { std::filesystem::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using warpstore::test::temp_dir;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path);

@@ -139,12 +139,24 @@ class deadline {
   // The clock starts at the first check, so a wait that succeeds at once
   // never reads it.
   WARPSTORE_HD explicit deadline(std::uint64_t timeout_ns) : timeout_(timeout_ns) {}
-  WARPSTORE_HD bool expired() {
+  WARPSTORE_HD bool expired() { return expired(0); }
+  // The same for a wait behind others (its turn comes when those ahead are
+  // served): `progress` is a counter that moves whenever the work ahead
+  // moves, and each move starts the timeout again, so the deadline means no
+  // progress for that long, not a long queue. A wait whose work ahead keeps
+  // moving still ends by `max_extension` timeouts: nothing waits forever.
+  WARPSTORE_HD bool expired(std::uint64_t progress) {
     if ((++spins_ & 63u) != 1u) return false;
     const std::uint64_t now = now_ns();
     if (end_ == 0) {
       end_ = now + timeout_;
+      last_end_ = now + timeout_ * max_extension;
+      seen_ = progress;
       return false;
+    }
+    if (progress != seen_) {
+      seen_ = progress;
+      end_ = now + timeout_ < last_end_ ? now + timeout_ : last_end_;
     }
     return now > end_;
   }
@@ -152,10 +164,13 @@ class deadline {
     const unsigned ns = spins_ < 64 ? 32u : (spins_ < 4096 ? 256u : 2048u);
     backoff(ns);
   }
+  static constexpr std::uint64_t max_extension = 16;
 
  private:
   std::uint64_t timeout_;
   std::uint64_t end_ = 0;
+  std::uint64_t last_end_ = 0;
+  std::uint64_t seen_ = 0;
   std::uint32_t spins_ = 0;
 };
 
