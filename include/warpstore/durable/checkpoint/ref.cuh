@@ -16,16 +16,6 @@ namespace warpstore {
 
 namespace detail {
 
-// Sum over the calling warp (every lane gets it).
-WARPSTORE_HD inline std::uint64_t warp_sum_u64(unsigned mask, std::uint64_t x) {
-#if WARPSTORE_ON_GPU
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(mask, x, o);
-#else
-  (void)mask;
-#endif
-  return x;
-}
-
 WARPSTORE_HD inline std::uint64_t load_word(const std::byte* p) {
   return *reinterpret_cast<const std::uint64_t*>(p);
 }
@@ -304,7 +294,7 @@ struct checkpoint_ref {
   // Adds this warp's checksum and arrives; true on the warp that arrived
   // last (every other warp's writes have completed before it sees the count).
   WARPSTORE_HD bool arrive(unsigned mask, std::uint64_t warps, std::uint64_t sum, bool ok) const {
-    const std::uint64_t total = detail::warp_sum_u64(mask, sum);
+    const std::uint64_t total = detail::warp::sum(mask, sum);
     const bool all_ok = detail::warp::ballot(mask, !ok) == 0;
     const unsigned leader = detail::warp::first_lane(mask);
     std::uint32_t last = 0;
