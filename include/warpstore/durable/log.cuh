@@ -93,6 +93,7 @@
 #include <vector>
 
 #include "warpstore/controller.h"
+#include "warpstore/detail/hash.cuh"
 #include "warpstore/detail/platform.cuh"
 #include "warpstore/error.h"
 #include "warpstore/io.cuh"
@@ -144,23 +145,20 @@ struct log_entry {
 
 namespace detail {
 
-WARPSTORE_HD inline std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // A 64-bit hash over 8-byte words (not cryptographic: it tells torn, stale
 // and misplaced entries from good ones).
 struct hasher {
   std::uint64_t h;
-  WARPSTORE_HD explicit hasher(std::uint64_t seed) : h(mix64(seed ^ 0x9E3779B97F4A7C15ull)) {}
-  WARPSTORE_HD void add(std::uint64_t w) { h = mix64(h ^ w) + 0x9E3779B97F4A7C15ull; }
+  WARPSTORE_HD explicit hasher(std::uint64_t seed)
+      : h(warpstore::detail::mix64(seed ^ warpstore::detail::golden_gamma)) {}
+  WARPSTORE_HD void add(std::uint64_t w) {
+    h = warpstore::detail::mix64(h ^ w) + warpstore::detail::golden_gamma;
+  }
 };
 
 WARPSTORE_HD inline std::uint64_t entry_seed(std::uint32_t epoch, std::uint32_t region,
                                              std::uint64_t pos) {
-  return (std::uint64_t{epoch} << 32 | region) ^ mix64(pos + 1);
+  return (std::uint64_t{epoch} << 32 | region) ^ warpstore::detail::mix64(pos + 1);
 }
 
 // Bytes an entry with `payload_bytes` of payload takes in a region.

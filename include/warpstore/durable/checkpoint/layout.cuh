@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "warpstore/array.cuh"
+#include "warpstore/detail/hash.cuh"
 #include "warpstore/detail/platform.cuh"
 #include "warpstore/nvme.h"
 
@@ -22,18 +23,9 @@ inline constexpr std::uint32_t record_sizes = 54;         // buffer sizes a reco
 inline constexpr std::uint32_t version = 1;
 inline constexpr std::uint64_t magic = 0x313054504B435357ull;  // "WSCKPT01" little-endian
 
-// The finalizer of splitmix64: a bijection of 64-bit words.
-WARPSTORE_HD inline std::uint64_t fmix(std::uint64_t z) {
-  z ^= z >> 30;
-  z *= 0xBF58476D1CE4E5B9ull;
-  z ^= z >> 27;
-  z *= 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // One word's share of a data checksum: word `w` at word position `i`.
 WARPSTORE_HD inline std::uint64_t mix(std::uint64_t w, std::uint64_t i) {
-  return fmix(w ^ (i * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull));
+  return detail::mix64(w ^ (i * detail::golden_gamma + 0x632BE59BD9B4E019ull));
 }
 
 // The data checksum of `bytes` (a multiple of 8) at `p`, whose first word is
@@ -72,7 +64,7 @@ struct checkpoint_record {
     const auto* w = reinterpret_cast<const std::uint64_t*>(this);
     std::uint64_t sum = 0x5CC1D5EEDull;
     for (std::uint32_t k = 0; k < sizeof(*this) / 8 - 1; ++k) sum += ckpt::mix(w[k], k + 0x10000);
-    return ckpt::fmix(sum);
+    return detail::mix64(sum);
   }
   WARPSTORE_HD bool magic_ok() const { return magic == ckpt::magic && version == ckpt::version; }
 };
