@@ -194,6 +194,24 @@ WARPSTORE_HD inline std::uint64_t entry_word(const entry_header& h, const void* 
   return v;
 }
 
+// Encodes `e`, written in `epoch`, at byte `pos` of region `region`: calls
+// put(k, word) for every 8-byte word k of the entry, word 0 (the one with
+// the checksum) last. The device ring and the host's tail line both use it.
+template <class Put>
+WARPSTORE_HD inline void encode_entry(std::uint32_t epoch, std::uint32_t region, std::uint64_t pos,
+                                      const log_entry& e, Put&& put) {
+  entry_header h = entry_header_of(epoch, e);
+  const std::uint32_t words = entry_bytes(e.payload_bytes) / 8;
+  hasher hs(entry_seed(epoch, region, pos));
+  for (std::uint32_t k = 0; k < words; ++k) {
+    const std::uint64_t v = entry_word(h, e.payload, k);
+    hs.add(v);
+    if (k != 0) put(k, v);
+  }
+  h.checksum = static_cast<std::uint32_t>(hs.h);
+  put(0u, entry_word(h, nullptr, 0));
+}
+
 WARPSTORE_HD inline std::uint64_t superblock_checksum(const log_superblock& s) {
   hasher h(log_magic);
   const auto* p = reinterpret_cast<const unsigned char*>(&s);
@@ -363,16 +381,9 @@ struct log_ref {
   // One lane: encodes `e` at byte `pos` of the region's ring, the word with
   // the checksum last.
   WARPSTORE_HD void encode(std::uint32_t region, std::uint64_t pos, const log_entry& e) const {
-    entry_header h = detail::entry_header_of(epoch, e);
-    const std::uint32_t words = detail::entry_bytes(e.payload_bytes) / 8;
-    detail::hasher hs(detail::entry_seed(epoch, region, pos));
-    for (std::uint32_t k = 0; k < words; ++k) {
-      const std::uint64_t v = detail::entry_word(h, e.payload, k);
-      hs.add(v);
-      if (k != 0) *word_at(region, pos + 8 * k) = v;
-    }
-    h.checksum = static_cast<std::uint32_t>(hs.h);
-    *word_at(region, pos) = detail::entry_word(h, nullptr, 0);
+    detail::encode_entry(epoch, region, pos, e, [&](std::uint32_t k, std::uint64_t v) {
+      *word_at(region, pos + 8 * k) = v;
+    });
   }
 
   // Warp-collective: writes every line of the region that is complete below
