@@ -62,7 +62,7 @@ __global__ void hot_kernel(array_ref<std::uint32_t> a, std::uint64_t elems, std:
   unsigned long long s = 0;
   for (std::uint32_t p = 0; p < passes; ++p)
     for (std::uint64_t c = warp; c < chunks; c += warps) s += a[c * 32 + lane];
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xFFFFFFFFu, s, o);
+  s = warpstore::detail::warp::sum(0xFFFFFFFFu, s);
   if (lane == 0) atomicAdd(sum, s);
 }
 
@@ -106,7 +106,7 @@ __global__ void hot_warp_line_kernel(array_ref<std::uint32_t> a, std::uint64_t e
       if (line.valid()) s += sum_line(line.data, per_line, lane);
       line.release_together(0xFFFFFFFFu);
     }
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xFFFFFFFFu, s, o);
+  s = warpstore::detail::warp::sum(0xFFFFFFFFu, s);
   if (lane == 0) atomicAdd(sum, s);
 }
 
@@ -139,7 +139,7 @@ __global__ void hot_pinned_kernel(array_ref<std::uint32_t> a, std::uint64_t elem
       __syncwarp();
       line.release();
     }
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xFFFFFFFFu, s, o);
+  s = warpstore::detail::warp::sum(0xFFFFFFFFu, s);
   if (lane == 0) atomicAdd(sum, s);
 }
 

@@ -38,7 +38,7 @@ struct bench_shape {
 // Payload word `k` of entry `lane` of transaction `txn`.
 __host__ __device__ inline std::uint64_t payload_word(std::uint64_t txn, std::uint32_t lane,
                                                       std::uint32_t k) {
-  return durable::detail::mix64(txn * 0x100000001B3ull + lane * 64 + k);
+  return warpstore::detail::mix64(txn * 0x100000001B3ull + lane * 64 + k);
 }
 
 // Fills this lane's payload (up to 256 bytes) and appends it.

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "warpstore/detail/hash.cuh"
 #include "warpstore/detail/platform.cuh"
 
 namespace warpstore::tools {
@@ -12,10 +13,7 @@ namespace warpstore::tools {
 // splitmix64 finalizer of the word index (offset / 8), salted by `seed`.
 WARPSTORE_HD constexpr std::uint64_t pattern_word(std::uint64_t byte_offset,
                                                   std::uint64_t seed = 0) {
-  std::uint64_t z = (byte_offset >> 3) + seed * 0x9E3779B97F4A7C15ull + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
+  return warpstore::detail::mix64((byte_offset >> 3) + seed * warpstore::detail::golden_gamma + 0x632BE59BD9B4E019ull);
 }
 
 // The byte at `byte_offset` of a generated file.

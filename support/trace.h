@@ -7,16 +7,10 @@
 
 #include <cstdint>
 
+#include "warpstore/detail/hash.cuh"
 #include "warpstore/detail/platform.cuh"
 
 namespace warpstore::bench {
-
-// splitmix64 finalizer: a bijection of 64-bit words with good avalanche.
-WARPSTORE_HD constexpr std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // High 64 bits of a * b: maps a uniform 64-bit word onto [0, n).
 WARPSTORE_HD inline std::uint64_t mul_high(std::uint64_t a, std::uint64_t b) {
@@ -31,7 +25,7 @@ WARPSTORE_HD inline std::uint64_t mul_high(std::uint64_t a, std::uint64_t b) {
 // The i-th word of the random stream `seed`: counter-based, so any thread can
 // produce any element without state.
 WARPSTORE_HD constexpr std::uint64_t stream_word(std::uint64_t seed, std::uint64_t i) {
-  return mix64(i * 0xD1B54A32D192ED03ull + mix64(seed ^ 0x6A09E667F3BCC909ull));
+  return warpstore::detail::mix64(i * 0xD1B54A32D192ED03ull + warpstore::detail::mix64(seed ^ 0x6A09E667F3BCC909ull));
 }
 
 // Uniform double in [0, 1) from the i-th word of stream `seed`.

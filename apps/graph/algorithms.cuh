@@ -174,7 +174,7 @@ struct pagerank_step {
         [&](unsigned mask, std::uint64_t v, std::uint64_t b, std::uint64_t e) {
           double sum = 0;
           g.for_each_edge(mask, b, e, [&](std::uint64_t, std::uint32_t u, float) { sum += contrib[u]; });
-          sum = warp_sum(mask, sum);
+          sum = detail::warp::sum(mask, sum);
           if (detail::warp::lane() == 0) {
             const float r = teleport + damping * static_cast<float>(sum);
             rank[v] = r;

@@ -147,16 +147,5 @@ WARPSTORE_HD void for_vertices(const G& g, std::uint64_t warp, std::uint64_t war
   }
 }
 
-// Sum over the lanes of `mask` (a whole warp), every lane gets it (double,
-// or 64-bit integers for exact sums).
-template <class T>
-WARPSTORE_HD inline T warp_sum(unsigned mask, T x) {
-#if WARPSTORE_ON_GPU
-  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(mask, x, o);
-#else
-  (void)mask;
-#endif
-  return x;
-}
 
 }  // namespace warpstore::apps

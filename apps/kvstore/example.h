@@ -68,7 +68,7 @@ int run_example(int argc, char** argv) {
 
   std::unordered_map<std::uint64_t, value> model;
   std::uint64_t s = seed * 0x9E3779B97F4A7C15ull, refused = 0;
-  auto next = [&] { return s = durable::detail::mix64(s + 1); };
+  auto next = [&] { return s = warpstore::detail::mix64(s + 1); };
   auto make_batch = [&](std::vector<std::uint64_t>& keys, std::vector<value>& values) {
     keys.resize(batch_keys);
     values.resize(batch_keys);

@@ -72,7 +72,7 @@ static_assert(sizeof(header) == slot_bytes, "the header is one slot");
 enum class set_result : std::uint8_t { updated = 0, inserted = 1, full = 2 };
 
 WARPSTORE_HD inline std::uint64_t bucket_of(std::uint64_t key, std::uint64_t buckets) {
-  return durable::detail::mix64(key ^ 0x5bd1e9955bd1e995ull) % buckets;
+  return warpstore::detail::mix64(key ^ 0x5bd1e9955bd1e995ull) % buckets;
 }
 WARPSTORE_HD inline std::uint64_t slot_index(std::uint64_t bucket, std::uint32_t j) {
   return header_slots + bucket * bucket_slots + j;

@@ -67,11 +67,11 @@ inline constexpr std::uint64_t header_magic = 0x4B4E415247415057ull;  // "WPAGRA
 
 // A cheap fingerprint of the graph, so a checkpoint of another graph is refused.
 inline std::uint64_t fingerprint(const graph::csr& g) {
-  std::uint64_t h = ckpt::fmix(g.vertices);
+  std::uint64_t h = warpstore::detail::mix64(g.vertices);
   const std::uint64_t step = std::max<std::uint64_t>(1, g.neighbours.size() / 4096);
-  for (std::uint64_t k = 0; k < g.neighbours.size(); k += step) h = ckpt::fmix(h ^ ckpt::mix(g.neighbours[k], k));
+  for (std::uint64_t k = 0; k < g.neighbours.size(); k += step) h = warpstore::detail::mix64(h ^ ckpt::mix(g.neighbours[k], k));
   const std::uint64_t vstep = std::max<std::uint64_t>(1, g.offsets.size() / 4096);
-  for (std::uint64_t v = 0; v < g.offsets.size(); v += vstep) h = ckpt::fmix(h ^ ckpt::mix(g.offsets[v], v + (1ull << 40)));
+  for (std::uint64_t v = 0; v < g.offsets.size(); v += vstep) h = warpstore::detail::mix64(h ^ ckpt::mix(g.offsets[v], v + (1ull << 40)));
   return h;
 }
 

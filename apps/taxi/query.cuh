@@ -174,10 +174,10 @@ struct taxi_query {
       }
       failed += ok ? 0 : 1;
     }
-    count = warp_sum(mask, count);
-    sum_distance = warp_sum(mask, sum_distance);
-    sum_ratio = warp_sum(mask, sum_ratio);
-    failed = warp_sum(mask, failed);
+    count = detail::warp::sum(mask, count);
+    sum_distance = detail::warp::sum(mask, sum_distance);
+    sum_ratio = detail::warp::sum(mask, sum_ratio);
+    failed = detail::warp::sum(mask, failed);
     if (detail::warp::lane() == 0) {
       using counter = detail::device_atomic<std::uint64_t>;
       counter(sums[0]).fetch_add(count, detail::memory_order_relaxed);

@@ -64,7 +64,7 @@ __global__ void verify_lines_kernel(const std::byte* __restrict__ buf, std::uint
     for (std::uint32_t k = lane; k < words; k += 32)
       bad += w[k] != tools::pattern_word(file_offset + 8ull * k, seed) ? 1 : 0;
   }
-  for (int o = 16; o > 0; o >>= 1) bad += __shfl_down_sync(0xFFFFFFFFu, bad, o);
+  bad = warpstore::detail::warp::sum(0xFFFFFFFFu, bad);
   if (lane == 0 && bad != 0) atomicAdd(counter, bad);
 }
 

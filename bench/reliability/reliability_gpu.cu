@@ -17,6 +17,7 @@
 #include "support/pattern.cuh"
 #include "support/pattern_file.h"
 #include "support/zipf.h"
+#include "warpstore/detail/hash.cuh"
 
 namespace warpstore::reliability {
 namespace {
@@ -136,13 +137,7 @@ rw_launcher gpu_rw_launcher() {
   return l;
 }
 
-__device__ std::uint64_t mix(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xFF51AFD7ED558CCDull;
-  x ^= x >> 33;
-  x *= 0xC4CEB9FE1A85EC53ull;
-  return x ^ (x >> 33);
-}
+__device__ std::uint64_t mix(std::uint64_t x) { return warpstore::detail::murmur3_fmix64(x); }
 
 // Soak: each warp pins `lines_per_warp` random lines in turn and checks every
 // word of each; bytes checked and wrong words are summed.

@@ -20,6 +20,7 @@
 #include <cstdint>
 
 #include "warpstore/array.cuh"
+#include "warpstore/detail/hash.cuh"
 
 namespace warpstore::reliability {
 
@@ -69,10 +70,7 @@ struct rw_op {
 };
 
 WARPSTORE_HD inline std::uint64_t rw_mix(std::uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
+  return warpstore::detail::mix64(x + warpstore::detail::golden_gamma);
 }
 
 WARPSTORE_HD inline std::uint64_t rw_hash(std::uint64_t a, std::uint64_t b, std::uint64_t c,

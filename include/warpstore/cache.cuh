@@ -32,6 +32,7 @@
 #include <mutex>
 #include <vector>
 
+#include "warpstore/detail/hash.cuh"
 #include "warpstore/detail/platform.cuh"
 #include "warpstore/io.cuh"
 #include "warpstore/nvme.h"
@@ -116,11 +117,7 @@ struct cache_ref {
   }
 
   WARPSTORE_HD std::uint32_t set_of(std::uint64_t k) const {
-    k ^= k >> 33;
-    k *= 0xFF51AFD7ED558CCDull;
-    k ^= k >> 33;
-    k *= 0xC4CEB9FE1A85EC53ull;
-    k ^= k >> 33;
+    k = detail::murmur3_fmix64(k);
     // Multiply-shift onto [0, num_sets): uniform for any number of sets.
     return static_cast<std::uint32_t>(
         (static_cast<std::uint64_t>(static_cast<std::uint32_t>(k)) * num_sets) >> 32);
@@ -425,7 +422,7 @@ WARPSTORE_UNROLL
   }
   WARPSTORE_HD detail::device_atomic<std::uint32_t> evictions(std::uint64_t k) const {
     // Another mix of the key than set_of's, so keys of one set spread out.
-    const std::uint64_t h = (k ^ (k >> 29)) * 0x9E3779B97F4A7C15ull;
+    const std::uint64_t h = (k ^ (k >> 29)) * detail::golden_gamma;
     return detail::device_atomic<std::uint32_t>(
         evictions_in_flight[static_cast<std::uint32_t>(h >> 32) & eviction_mask]);
   }

@@ -87,8 +87,8 @@ void size_file(const std::string& path, std::uint64_t bytes) {
 }
 
 std::uint64_t hash_layout(const std::vector<std::uint64_t>& sizes) {
-  std::uint64_t h = ckpt::fmix(0xC4EC4901ull + sizes.size());
-  for (std::size_t i = 0; i < sizes.size(); ++i) h = ckpt::fmix(h ^ ckpt::mix(sizes[i], i));
+  std::uint64_t h = detail::mix64(0xC4EC4901ull + sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) h = detail::mix64(h ^ ckpt::mix(sizes[i], i));
   return h;
 }
 

@@ -96,17 +96,8 @@ bool superblock_valid(const log_superblock& s) {
 // Encodes `e` at byte `pos` of region `region`, as log_ref::encode does.
 void encode_host(std::byte* at, std::uint32_t epoch, std::uint32_t region, std::uint64_t pos,
                  const log_entry& e) {
-  entry_header h = detail::entry_header_of(epoch, e);
-  const std::uint32_t words = detail::entry_bytes(e.payload_bytes) / 8;
-  detail::hasher hs(detail::entry_seed(epoch, region, pos));
-  for (std::uint32_t k = 0; k < words; ++k) {
-    const std::uint64_t v = detail::entry_word(h, e.payload, k);
-    hs.add(v);
-    std::memcpy(at + 8 * k, &v, 8);
-  }
-  h.checksum = static_cast<std::uint32_t>(hs.h);
-  const std::uint64_t w0 = detail::entry_word(h, nullptr, 0);
-  std::memcpy(at, &w0, 8);
+  detail::encode_entry(epoch, region, pos, e,
+                       [&](std::uint32_t k, std::uint64_t v) { std::memcpy(at + 8 * k, &v, 8); });
 }
 
 }  // namespace

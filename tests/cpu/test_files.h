@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "support/pattern_file.h"
+#include "warpstore/detail/hash.cuh"
 
 namespace warpstore::test {
 
@@ -107,13 +108,7 @@ inline void run_lanes(unsigned lanes, const std::function<void(unsigned)>& body)
 // A small deterministic generator for test indices.
 struct lane_rng {
   std::uint64_t s;
-  std::uint64_t next() {
-    s += 0x9E3779B97F4A7C15ull;
-    std::uint64_t z = s;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-  }
+  std::uint64_t next() { return warpstore::detail::splitmix64_next(s); }
 };
 
 }  // namespace warpstore::test

@@ -19,7 +19,7 @@ namespace {
 
 using store = kv::basic_store<kv_launch>;
 
-std::uint64_t mix(std::uint64_t z) { return durable::detail::mix64(z); }
+std::uint64_t mix(std::uint64_t z) { return warpstore::detail::mix64(z); }
 
 durable::log_layout kv_log_layout(const options& opts) {
   durable::log_layout l;

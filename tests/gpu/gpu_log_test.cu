@@ -27,7 +27,7 @@ __host__ __device__ std::uint32_t entry_size(std::uint64_t txn, unsigned lane) {
   return 8 + static_cast<std::uint32_t>((txn * 7 + lane * 13) % 25) * 8;  // 8 .. 200 bytes
 }
 __host__ __device__ std::uint64_t word(std::uint64_t txn, unsigned lane, std::uint32_t k) {
-  return durable::detail::mix64(txn * 1000003 + lane * 64 + k);
+  return warpstore::detail::mix64(txn * 1000003 + lane * 64 + k);
 }
 
 __global__ void append_kernel(log_ref log, std::uint32_t txns_per_warp, unsigned* failed) {
@@ -156,7 +156,7 @@ TEST_P(GpuLog, PartialTransactionsOfGpuWarpsAreUndone) {
   const std::uint64_t bytes = std::uint64_t{warps} * 2048;
   std::vector<std::uint64_t> before(bytes / 8), after(bytes / 8);
   for (std::size_t i = 0; i < before.size(); ++i) {
-    before[i] = durable::detail::mix64(i);
+    before[i] = warpstore::detail::mix64(i);
     after[i] = ~before[i];
   }
   {

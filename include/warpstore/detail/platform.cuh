@@ -240,6 +240,18 @@ WARPSTORE_HD inline unsigned rank_in(unsigned mask, unsigned lane) {
   return popcount(mask & ((1u << lane) - 1u));
 }
 
+// Sum of `x` over the lanes of `mask`, every lane gets it. On the GPU `mask`
+// is the whole warp (a butterfly over 32 lanes); on the CPU a lane alone.
+template <class T>
+WARPSTORE_HD inline T sum(unsigned mask, T x) {
+#if WARPSTORE_ON_GPU
+  for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(mask, x, o);
+#else
+  (void)mask;
+#endif
+  return x;
+}
+
 }  // namespace warp
 
 // Copy `bytes` (a multiple of 16, both pointers 16-byte aligned) from `src`

@@ -93,6 +93,7 @@
 #include <vector>
 
 #include "warpstore/controller.h"
+#include "warpstore/detail/hash.cuh"
 #include "warpstore/detail/platform.cuh"
 #include "warpstore/error.h"
 #include "warpstore/io.cuh"
@@ -144,23 +145,20 @@ struct log_entry {
 
 namespace detail {
 
-WARPSTORE_HD inline std::uint64_t mix64(std::uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // A 64-bit hash over 8-byte words (not cryptographic: it tells torn, stale
 // and misplaced entries from good ones).
 struct hasher {
   std::uint64_t h;
-  WARPSTORE_HD explicit hasher(std::uint64_t seed) : h(mix64(seed ^ 0x9E3779B97F4A7C15ull)) {}
-  WARPSTORE_HD void add(std::uint64_t w) { h = mix64(h ^ w) + 0x9E3779B97F4A7C15ull; }
+  WARPSTORE_HD explicit hasher(std::uint64_t seed)
+      : h(warpstore::detail::mix64(seed ^ warpstore::detail::golden_gamma)) {}
+  WARPSTORE_HD void add(std::uint64_t w) {
+    h = warpstore::detail::mix64(h ^ w) + warpstore::detail::golden_gamma;
+  }
 };
 
 WARPSTORE_HD inline std::uint64_t entry_seed(std::uint32_t epoch, std::uint32_t region,
                                              std::uint64_t pos) {
-  return (std::uint64_t{epoch} << 32 | region) ^ mix64(pos + 1);
+  return (std::uint64_t{epoch} << 32 | region) ^ warpstore::detail::mix64(pos + 1);
 }
 
 // Bytes an entry with `payload_bytes` of payload takes in a region.
@@ -194,6 +192,24 @@ WARPSTORE_HD inline std::uint64_t entry_word(const entry_header& h, const void* 
   const std::uint32_t n = h.payload_bytes - at < 8 ? h.payload_bytes - at : 8;
   std::memcpy(&v, static_cast<const unsigned char*>(payload) + at, n);
   return v;
+}
+
+// Encodes `e`, written in `epoch`, at byte `pos` of region `region`: calls
+// put(k, word) for every 8-byte word k of the entry, word 0 (the one with
+// the checksum) last. The device ring and the host's tail line both use it.
+template <class Put>
+WARPSTORE_HD inline void encode_entry(std::uint32_t epoch, std::uint32_t region, std::uint64_t pos,
+                                      const log_entry& e, Put&& put) {
+  entry_header h = entry_header_of(epoch, e);
+  const std::uint32_t words = entry_bytes(e.payload_bytes) / 8;
+  hasher hs(entry_seed(epoch, region, pos));
+  for (std::uint32_t k = 0; k < words; ++k) {
+    const std::uint64_t v = entry_word(h, e.payload, k);
+    hs.add(v);
+    if (k != 0) put(k, v);
+  }
+  h.checksum = static_cast<std::uint32_t>(hs.h);
+  put(0u, entry_word(h, nullptr, 0));
 }
 
 WARPSTORE_HD inline std::uint64_t superblock_checksum(const log_superblock& s) {
@@ -365,16 +381,9 @@ struct log_ref {
   // One lane: encodes `e` at byte `pos` of the region's ring, the word with
   // the checksum last.
   WARPSTORE_HD void encode(std::uint32_t region, std::uint64_t pos, const log_entry& e) const {
-    entry_header h = detail::entry_header_of(epoch, e);
-    const std::uint32_t words = detail::entry_bytes(e.payload_bytes) / 8;
-    detail::hasher hs(detail::entry_seed(epoch, region, pos));
-    for (std::uint32_t k = 0; k < words; ++k) {
-      const std::uint64_t v = detail::entry_word(h, e.payload, k);
-      hs.add(v);
-      if (k != 0) *word_at(region, pos + 8 * k) = v;
-    }
-    h.checksum = static_cast<std::uint32_t>(hs.h);
-    *word_at(region, pos) = detail::entry_word(h, nullptr, 0);
+    detail::encode_entry(epoch, region, pos, e, [&](std::uint32_t k, std::uint64_t v) {
+      *word_at(region, pos + 8 * k) = v;
+    });
   }
 
   // Warp-collective: writes every line of the region that is complete below

@@ -1,0 +1,76 @@
+// The read path of array_ref<T>: element reads, pins and spans read
+// through the cache. Part of detail/array_ref.cuh.
+#pragma once
+
+#include <cstdint>
+
+#include "warpstore/cache.cuh"
+#include "warpstore/detail/array_ref.cuh"
+#include "warpstore/detail/platform.cuh"
+
+namespace warpstore {
+
+template <class T>
+WARPSTORE_HD T array_ref<T>::operator[](std::uint64_t i) const {
+  const unsigned mask = calling_mask();
+  const bool in_range = check_index(i);
+  T v{};
+  with_line<false>(mask, in_range, line_of(i), i,
+                   [&](std::uint32_t slot) { v = *element_in(slot, i); });
+  return v;
+}
+
+template <class T>
+WARPSTORE_HD T array_ref<T>::read_masked(unsigned mask, bool want, std::uint64_t i) const {
+  const bool in_range = want && check_index(i);
+  T v{};
+  with_line<false>(mask, in_range, line_of(i), i,
+                   [&](std::uint32_t slot) { v = *element_in(slot, i); });
+  return v;
+}
+
+template <class T>
+WARPSTORE_HD pinned_line<T> array_ref<T>::pin(std::uint64_t i) const {
+  const unsigned mask = calling_mask();
+  const bool in_range = check_index(i);
+  const std::uint64_t line = line_of(i);
+  const detail::line_grant g = with_line<true>(mask, in_range, line, i, [](std::uint32_t) {});
+  pinned_line<T> p;
+  if (g.ok) {
+    p.first = line << elems_per_line_log2;
+    p.count = static_cast<std::uint32_t>(count - p.first < (1ull << elems_per_line_log2)
+                                             ? count - p.first
+                                             : (1ull << elems_per_line_log2));
+    p.data = reinterpret_cast<const T*>(cache.line_data(g.slot));
+    p.state = cache.states + g.slot;
+  }
+  // The leader took one pin per lane of its group; each lane gives its own
+  // back. A failed fill hands nothing out, so the leader returns them all.
+  if (!g.ok && g.pins != 0) cache.release(g.slot, g.pins);
+  return p;
+}
+
+template <class T>
+WARPSTORE_HD bool array_ref<T>::read_span(std::uint64_t first, std::uint64_t n, T* out) const {
+  const unsigned mask = calling_mask();
+  const unsigned lanes = detail::warp::popcount(mask);
+  const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
+  bool all_ok = true;
+  if (!check_span(first, n, rank)) return false;
+  std::uint64_t done = 0;
+  while (done < n) {
+    const std::uint64_t i = first + done;
+    const std::uint64_t line = line_of(i);
+    const std::uint64_t line_end = (line + 1) << elems_per_line_log2;
+    const std::uint64_t take = (line_end - i < n - done) ? line_end - i : n - done;
+    const detail::line_grant g = with_line<false>(mask, true, line, i, [&](std::uint32_t slot) {
+      const T* src = element_in(slot, i);
+      for (std::uint64_t k = rank; k < take; k += lanes) out[done + k] = src[k];
+    });
+    all_ok = all_ok && g.ok;
+    done += take;
+  }
+  return all_ok;
+}
+
+}  // namespace warpstore

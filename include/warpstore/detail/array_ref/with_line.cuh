@@ -1,0 +1,130 @@
+// array_ref<T>::with_line: the path every element access takes (coalesce,
+// probe, claim, fill, publish). Part of detail/array_ref.cuh.
+#pragma once
+
+#include <cstdint>
+
+#include "warpstore/cache.cuh"
+#include "warpstore/detail/array_ref.cuh"
+#include "warpstore/detail/line_io.cuh"
+#include "warpstore/detail/platform.cuh"
+#include "warpstore/error.h"
+#include "warpstore/io.cuh"
+
+namespace warpstore {
+
+template <class T>
+template <bool Keep, bool Write, class Use>
+WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want,
+                                                        std::uint64_t line, std::uint64_t index,
+                                                        Use&& use, bool overwrite) const {
+  const detail::line_io l = lines();
+  detail::line_grant g;
+  bool pending = want;
+  detail::deadline dl(timeout_ns);
+  std::uint32_t round = 0;
+  while (detail::warp::ballot(mask, pending) != 0) {
+    const std::uint64_t k = pending ? cache_ref::key(source, line) : 0;
+    const unsigned group = detail::warp::match_any(mask, k);
+    const unsigned leader = detail::warp::first_lane(group);
+    const bool is_leader = pending && detail::warp::lane() == leader;
+    acquire_result r{0, acquire_kind::retry};
+    if (is_leader) r = cache.acquire(k, detail::warp::popcount(group));
+    // A line whose eviction is still being written is not read yet: the
+    // file does not hold its bytes until that WRITE completes.
+    if (is_leader && r.kind == acquire_kind::fill && cache.eviction_pending(k)) {
+      cache.cancel_fill(r.slot, detail::warp::popcount(group));
+      r.kind = acquire_kind::retry;
+    }
+    bool filling = is_leader && r.kind == acquire_kind::fill;
+    const bool skip_read = Write && overwrite;
+    io_request req = l.request_for(line, r.slot);
+    nvme::status st = io.read(mask, filling && !skip_read, req);
+    // Readers too: a set full of dirty lines makes room by writing one back.
+    bool writing_back = is_leader && r.kind == acquire_kind::write_back;
+    const bool wrote_back = detail::warp::ballot(mask, writing_back) != 0;
+    // A write-back that failed (recorded by write_back) fails the access
+    // that needed the room: the line stays dirty, and retrying would only
+    // fail again until the deadline (a device gone, a power cut).
+    bool written_back = true;
+    if (wrote_back && overlapped_eviction) {
+      // One leader whose dirty victim is a line of this array takes the
+      // slot for its own line at once: the old bytes go out and the new
+      // line comes in, in one trip (line_io::evict_and_fill).
+      const unsigned ev_lanes =
+          detail::warp::ballot(mask, writing_back && cache_ref::source_of(r.old_key) == source);
+      if (ev_lanes != 0) {
+        const unsigned ev = detail::warp::first_lane(ev_lanes);
+        bool evicting = false;
+        if (detail::warp::lane() == ev) {
+          evicting = cache.reclaim(r.slot, r.old_key, k, detail::warp::popcount(group), dl);
+          writing_back = false;  // reclaimed, or given back dirty to retry
+        }
+        if (detail::warp::shfl(mask, evicting, ev)) {
+          if (evicting) req = l.request_for(line, r.slot);  // lane ev's READ
+          nvme::status written, filled;
+          l.evict_and_fill(mask, ev, r.slot, r.old_key, !skip_read, req, written, filled);
+          if (evicting) {
+            cache.end_eviction(r.old_key, written.success());
+            r.kind = acquire_kind::fill;
+            filling = true;
+            st = filled;
+          }
+        }
+      }
+    }
+    if (filling && !st.success()) {  // a plain fill's READ, or an eviction's
+      cache.abandon(r.slot);
+      errors->record_failed(source, st, index, req.slba);
+    }
+    if (detail::warp::ballot(mask, writing_back) != 0)
+      written_back = l.write_back_clustered(mask, writing_back, r.slot, r.old_key);
+    // 0: retry (or wrote a line back), 1: line pinned, 2: fill failed
+    // (pins held, no data), 3: write-back failed (no pins)
+    const bool granted = r.kind == acquire_kind::hit || r.kind == acquire_kind::fill;
+    const std::uint32_t outcome = !is_leader ? 0u
+                                  : granted  ? (st.success() ? 1u : 2u)
+                                             : (written_back ? 0u : 3u);
+    const std::uint32_t got = detail::warp::shfl(mask, outcome, leader);
+    const std::uint32_t slot = detail::warp::shfl(mask, r.slot, leader);
+    if (pending && got != 0) {
+      pending = false;
+      g.slot = slot;
+      g.ok = got == 1;
+      g.pins = is_leader && got != 3 ? detail::warp::popcount(group) : 0;
+      if (g.ok) use(slot);
+    }
+    // A filled line is published once its group used it: a writer's bytes
+    // are in it before any other warp can read it.
+    if constexpr (Write) detail::warp::sync(mask);  // every writer of each group is done
+    if (filling && st.success())
+      cache.publish(r.slot, skip_read ? 0u : req.blocks << nvme::block_shift, Write);
+    else if (Write && is_leader && r.kind == acquire_kind::hit)
+      cache.mark_dirty(r.slot);
+    if constexpr (!Keep) {
+      detail::warp::sync(mask);  // every reader of each group is done before the unpin
+      if (g.pins != 0) cache.release(g.slot, g.pins);
+      g.pins = 0;
+    }
+    const unsigned waiting = detail::warp::ballot(mask, pending);
+    if (round == 0 && waiting != 0 && detail::warp::lane() == detail::warp::first_lane(waiting))
+      cache.count(&cache_counters::retries, detail::warp::popcount(waiting));
+    ++round;
+    if (pending) {
+      if (dl.expired()) {
+        pending = false;
+        errors->record(error_kind::deadline, source, nvme::status::deadline(), index,
+                       l.request_for(line, 0).slba);
+      } else if (!wrote_back) {
+        // Exponential backoff: when more lines are wanted at once than the
+        // cache holds, waiting lanes must leave the memory system to the
+        // fills that free lines. A warp that just made room looks again
+        // at once.
+        detail::backoff(64u << (round < 9 ? round : 9));
+      }
+    }
+  }
+  return g;
+}
+
+}  // namespace warpstore
