@@ -1,4 +1,4 @@
-#include "warpstore/settings.h"
+#include "warpstore/settings_table.h"
 
 #include "warpstore/detail/parse_size.h"
 

@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "support/args.h"
-#include "warpstore/settings.h"
+#include "warpstore/settings_table.h"
 
 namespace warpstore::bench {
 

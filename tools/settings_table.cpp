@@ -7,7 +7,7 @@
 #include <string>
 
 #include "support/cli_main.h"
-#include "warpstore/settings.h"
+#include "warpstore/settings_table.h"
 
 namespace {
 

@@ -20,6 +20,7 @@
 #include "gather.cuh"
 #include "gather.h"
 #include "warpstore/runtime.h"
+#include "warpstore/settings_table.h"
 
 namespace nb = nanobind;
 using namespace warpstore;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "warpstore/settings.h"
+#include "warpstore/settings_table.h"
 
 using namespace warpstore;
 
