@@ -134,7 +134,7 @@ const setting table[] = {
      .max = max_queue_depth, .power_of_two = true,
      .doc = "entries per queue pair, a power of two from 2 to 4096", WARPSTORE_NUMERIC(queue_depth)},
     {.name = "direct", .variable = "WARPSTORE_DIRECT", .python = "direct", .flag = "direct",
-     .type = type::choice, .choices = "off|auto|on",
+     .type = type::choice, .choices = "auto|on|off",
      .doc = "`on`: O_DIRECT; `off`: through the page cache; `auto`: through the page cache when at "
             "least half of 256 sampled pages of the file are cached at open, O_DIRECT otherwise",
      WARPSTORE_WORD(direct, parse_direct)},

@@ -75,23 +75,31 @@ def _seconds(name, t, value):
     return float(value)
 
 
+def _words(choices):
+    quoted = [f"'{c}'" for c in choices]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
 def _normalize(name, value):
     t = _describe(name)
     kind = t["type"]
     if kind == "choice":
-        if value not in t["choices"]:
-            raise ValueError(f"{name} must be {t['range']}, got {value!r}")
+        if not isinstance(value, str) or value not in t["choices"]:
+            raise ValueError(f"{name} must be {_words(t['choices'])}, got {value!r}")
         return value
     if kind == "milliseconds":
         return _seconds(name, t, value)
     if kind == "size" and isinstance(value, str):
         value = backend().parse_size(value)
+    elif kind == "size":
+        if isinstance(value, bool) or not isinstance(value, int) or value < max(t["min"], 1):
+            raise ValueError(f"{name}: expected a positive size in bytes or a string like "
+                             f"'2GiB', got {value!r}")
     elif kind == "flag" and isinstance(value, bool):
         value = int(value)
-    elif isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        what = ("a positive size in bytes or a string like '2GiB'" if kind == "size"
-                else "a non-negative integer")
-        raise ValueError(f"{name}: expected {what}, got {value!r}")
+    elif isinstance(value, bool) or not isinstance(value, int) or value < t["min"]:
+        what = "a positive integer" if t["min"] >= 1 else "a non-negative integer"
+        raise ValueError(f"{name} must be {what} ({t['range']}), got {value!r}")
     return _integer(name, t, value)
 
 
