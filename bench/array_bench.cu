@@ -22,6 +22,7 @@
 
 #include "bench/ceilings/kernels.cuh"
 #include "bench/subcommands.h"
+#include "support/setting_options.h"
 #include "support/gpu.cuh"
 #include "support/pattern.cuh"
 #include "support/timing.h"

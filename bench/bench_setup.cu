@@ -4,6 +4,7 @@
 #include "bench/ceilings/kernels.cuh"
 #include "bench/ceilings/uring_reader.h"
 #include "bench/subcommands.h"
+#include "support/setting_options.h"
 #include "support/files.h"
 #include "support/zipf.h"
 

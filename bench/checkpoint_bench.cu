@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/subcommands.h"
+#include "support/setting_options.h"
 #include "support/gpu.cuh"
 #include "support/pattern.cuh"
 #include "support/pattern_file.h"

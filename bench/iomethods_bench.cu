@@ -36,6 +36,7 @@
 #include "bench/iomethods/cufile.h"
 #include "bench/iomethods/measure.h"
 #include "bench/subcommands.h"
+#include "support/setting_options.h"
 #include "support/gpu.cuh"
 #include "support/pattern_file.h"
 #include "support/timing.h"

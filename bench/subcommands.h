@@ -16,7 +16,6 @@
 
 #include "support/args.h"
 #include "support/results.h"
-#include "support/setting_options.h"
 #include "support/trace.h"
 #include "warpstore/controller.h"
 #include "warpstore/runtime.h"

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/subcommands.h"
+#include "support/setting_options.h"
 #include "support/gpu.cuh"
 #include "support/pattern_file.h"
 #include "support/timing.h"
