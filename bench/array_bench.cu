@@ -22,6 +22,7 @@
 
 #include "bench/ceilings/kernels.cuh"
 #include "bench/subcommands.h"
+#include "support/setting_options.h"
 #include "support/gpu.cuh"
 #include "support/pattern.cuh"
 #include "support/timing.h"
@@ -177,17 +178,15 @@ cache_stats operator-(const cache_stats& a, const cache_stats& b) {
 }  // namespace
 
 void declare_array(command_spec& cmd) {
-  const options env = options::from_environment();
   declare_file_options(cmd);
   declare_trace_options(cmd);
   declare_controller_options(cmd);
+  declare_options(cmd, {{"cache_bytes", "4GiB"}, {"ways"}});
   cmd.option("mode", "cold|hot", "cold", "cold: misses from storage; hot: coalesced reads of cached lines")
       .option("threads", "LIST", "1M", "GPU threads (cold); a list sweeps, e.g. 1K,16K,256K,1M")
       .option("block-threads", "N", "256", "threads per thread block (multiple of 32)")
       .option("reads-per-thread", "N", "1", "cold reads per thread")
       .option("line-size", "LIST", "4K", "cache line sizes; a list sweeps, e.g. 512,4K,64K")
-      .option("cache-bytes", "BYTES", "4GiB", "cache size")
-      .option("ways", "N", std::to_string(env.ways), "lines per cache set")
       .option("hot-passes", "N", "20", "hot: timed passes over the region")
       .option("figure", "gbps|lines", "gbps",
               "cold: which figure carries the result name (the other gets a suffix)")
@@ -197,8 +196,6 @@ void declare_array(command_spec& cmd) {
 
 void run_array(const parsed_args& args, report& out) {
   options opts = controller_options(args);
-  opts.ways = static_cast<std::uint32_t>(args.count("ways"));
-  opts.cache_bytes = args.size("cache-bytes");
   const bool hot = args.choice("mode", {"cold", "hot"}) == "hot";
   const bool host = opts.controller == controller_kind::host;
   std::vector<std::uint64_t> thread_counts, line_sizes;

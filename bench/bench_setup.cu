@@ -4,6 +4,7 @@
 #include "bench/ceilings/kernels.cuh"
 #include "bench/ceilings/uring_reader.h"
 #include "bench/subcommands.h"
+#include "support/setting_options.h"
 #include "support/files.h"
 #include "support/zipf.h"
 
@@ -73,30 +74,16 @@ void* pinned_alloc(std::size_t bytes) { return runtime::alloc_host_mapped(bytes)
 void pinned_free(void* p) { runtime::free_host_mapped(p); }
 
 void declare_controller_options(command_spec& cmd) {
-  const options env = options::from_environment();
-  cmd.option("controller", "host|memory", to_string(env.controller), "what serves the queues")
-      .option("queues", "N", std::to_string(env.queue_pairs), "queue pairs (0: one per multiprocessor)")
-      .option("depth", "N", std::to_string(env.queue_depth), "entries per queue pair (power of two)")
-      .option("service-threads", "N", std::to_string(env.service_threads),
-              "host controller CPU threads; the io_uring ceiling uses as many")
-      .option("uring-depth", "N", std::to_string(env.uring_depth),
-              "io_uring entries per service thread; the ceiling's queue depth")
-      .option("direct", "off|auto|on", to_string(env.direct), "O_DIRECT for the host controller")
-      .option("delivery", "pull|copy", to_string(env.deliver),
-              "host controller delivery: GPU pulls staging, or copy engine pushes");
+  declare_options(cmd, {{"controller", "", "what serves the queues"},
+                        {"queue_pairs"},
+                        {"queue_depth"},
+                        {"service_threads", "", "host controller CPU threads; the io_uring ceiling uses as many"},
+                        {"uring_depth", "", "io_uring entries per service thread; the ceiling's queue depth"},
+                        {"direct", "", "O_DIRECT for the host controller"},
+                        {"deliver", "", "host controller delivery: GPU pulls staging, or copy engine pushes"}});
 }
 
-options controller_options(const parsed_args& args) {
-  options opts = options::from_environment();
-  opts.controller = parse_controller(args.str("controller"));
-  opts.queue_pairs = static_cast<std::uint32_t>(args.count("queues"));
-  opts.queue_depth = static_cast<std::uint32_t>(args.count("depth"));
-  opts.service_threads = static_cast<std::uint32_t>(args.count("service-threads"));
-  opts.uring_depth = static_cast<std::uint32_t>(args.count("uring-depth"));
-  opts.direct = parse_direct(args.str("direct"));
-  opts.deliver = parse_delivery(args.str("delivery"));
-  return opts;
-}
+options controller_options(const parsed_args& args) { return apply_options(args); }
 
 void add_controller_params(json::object& params, const options& opts, const controller& ctrl) {
   params.push_back({"controller", ctrl.name()});

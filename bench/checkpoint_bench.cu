@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "bench/subcommands.h"
+#include "support/setting_options.h"
 #include "support/gpu.cuh"
 #include "support/pattern.cuh"
 #include "support/pattern_file.h"
@@ -105,9 +106,9 @@ void parallel_io(bool write, int fd, const std::string& path, std::byte* buf, st
 
 void declare_checkpoint(command_spec& cmd) {
   declare_controller_options(cmd);
+  declare_options(cmd, {{"line_size", "64K", "largest command (the checkpoint's chunk)"}});
   cmd.option("bytes", "BYTES", "2GiB", "GPU bytes checkpointed (split over --buffers)")
       .option("buffers", "N", "4", "device buffers in the group")
-      .option("line-size", "BYTES", "64K", "largest command (the checkpoint's chunk)")
       .option("repeat", "N", "3", "checkpoints timed (each side)")
       .option("file", "PATH", "/tmp/warpstore-checkpoint.ckpt", "warpstore's checkpoint file")
       .option("baseline-file", "PATH", "/tmp/warpstore-checkpoint.pwrite", "the baseline's file")
@@ -123,7 +124,6 @@ void run_checkpoint(const parsed_args& args, report& out) {
   const unsigned repeat = static_cast<unsigned>(std::max<std::int64_t>(1, args.integer("repeat")));
   const unsigned io_threads = static_cast<unsigned>(std::max<std::int64_t>(1, args.integer("io-threads")));
   options opts = controller_options(args);
-  opts.line_size = static_cast<std::uint32_t>(args.size("line-size"));
   opts.writable = true;
 
   gpu_buffers bufs(count, each);

@@ -36,6 +36,7 @@
 #include "bench/iomethods/cufile.h"
 #include "bench/iomethods/measure.h"
 #include "bench/subcommands.h"
+#include "support/setting_options.h"
 #include "support/gpu.cuh"
 #include "support/pattern_file.h"
 #include "support/timing.h"
@@ -755,6 +756,8 @@ std::vector<std::uint64_t> size_list(const parsed_args& args, const char* option
 void declare_iomethods(command_spec& cmd) {
   declare_file_options(cmd);
   declare_controller_options(cmd);
+  declare_options(cmd, {{"line_size", "4K", "array: cache line size"},
+                        {"cache_bytes", "4GiB", "array: cache size (holds the trace, for the hot pass)"}});
   cmd.option("seed", "N", "1", "seed of the random trace (the same for every method)")
       .option("methods", "LIST", "uring,pread,mmap,uvm,cufile,block,array",
               "methods to run (uring, the ceiling, always runs)")
@@ -769,9 +772,6 @@ void declare_iomethods(command_spec& cmd) {
       .option("gpu-threads", "N", "128K", "GPU threads of block, array and unified memory")
       .option("block-threads", "N", "256",
               "threads per block (1 .. 31, or a multiple of 32 up to 1024)")
-      .option("line-size", "BYTES", "4K", "array: cache line size")
-      .option("cache-bytes", "BYTES", "4GiB",
-              "array: cache size (holds the trace, for the hot pass)")
       .option(
           "sweep-block-threads", "LIST", "1,32,256,1024",
           "random 4 KiB: block and array cold at these threads per block (--gpu-threads in all)")
@@ -792,8 +792,6 @@ void run_iomethods(const parsed_args& args, report& out) {
       controller_kind::host;  // warpstore's default path: CPU service threads on the file
   // Every method reads the page-cache-resident file; warpstore too unless told otherwise.
   if (!args.given("direct")) opts.direct = direct_io::off;
-  opts.line_size = static_cast<std::uint32_t>(args.size("line-size"));
-  opts.cache_bytes = args.size("cache-bytes");
   try {
     opts.validate();
   } catch (const std::invalid_argument& e) {

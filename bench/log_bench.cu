@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/subcommands.h"
+#include "support/setting_options.h"
 #include "support/gpu.cuh"
 #include "support/timing.h"
 #include "warpstore/durable/log.cuh"
@@ -233,6 +234,7 @@ run_figures run_variant(const std::string& path, const options& opts, const dura
 
 void declare_log(command_spec& cmd) {
   declare_controller_options(cmd);
+  declare_options(cmd, {{"line_size", "4K", "log line size"}});
   cmd.option("entries", "N", "1M", "entries in all (a multiple of --txn-entries)")
       .option("txn-entries", "N", "32", "entries per transaction, one per lane (1 to 32)")
       .option("entry-bytes", "BYTES", "64", "bytes per entry, its 32-byte header included (64 to 288)")
@@ -241,7 +243,6 @@ void declare_log(command_spec& cmd) {
               "a warp FLUSHes after every N-th of its transactions (0: one host flush at the end)")
       .option("lock-per", "txn|entry", "txn",
               "global-lock baseline: the lock is held per transaction or per entry")
-      .option("line-size", "BYTES", "4K", "log line size")
       .option("log", "PATH", "", "log file [default: /tmp/warpstore-log-bench.log]")
       .option("name", "NAME", "log.append.vs_global_lock", "result name");
 }
@@ -264,7 +265,6 @@ void run_log(const parsed_args& args, report& out) {
   if (!per_entry && args.str("lock-per") != "txn") throw usage_error("--lock-per is txn or entry");
   options opts = controller_options(args);
   opts.writable = true;
-  opts.line_size = static_cast<std::uint32_t>(args.size("line-size"));
   opts.cache_bytes = 64ull << 20;  // unused by the log; keeps the controller's defaults small
   const std::string path = bench_log_path(args);
   const std::uint32_t L = opts.line_size;

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "bench/subcommands.h"
+#include "support/setting_options.h"
 #include "support/gpu.cuh"
 #include "support/pattern_file.h"
 #include "support/timing.h"
@@ -218,9 +219,9 @@ tiled_times run_tiled(const std::string& in_path, const std::string& out_path, s
 void declare_writes(command_spec& cmd) {
   declare_file_options(cmd);
   declare_controller_options(cmd);
+  declare_options(cmd, {{"cache_bytes", "1GiB", "cache size (smaller than each array)"},
+                        {"line_size", "4K"}});
   cmd.option("elements", "N", "256M", "elements (8 bytes) of each of A, B and C")
-      .option("cache-bytes", "BYTES", "1GiB", "cache size (smaller than each array)")
-      .option("line-size", "BYTES", "4K", "cache line size")
       .option("tile", "BYTES", "64MiB", "tiled baseline: bytes of each array per tile")
       .option("io-threads", "N", "8", "tiled baseline: pread/pwrite threads per tile")
       .option("repeat", "N", "3", "alternating trials of each side; the medians are reported")
@@ -294,8 +295,6 @@ void run_writes(const parsed_args& args, report& out) {
   // warpstore: A and B read-only over the data file, C read-write over the
   // output, all three in one cache.
   options opts = controller_options(args);
-  opts.cache_bytes = args.size("cache-bytes");
-  opts.line_size = static_cast<std::uint32_t>(args.size("line-size"));
   if (opts.cache_bytes >= n * 8) throw usage_error("--cache-bytes must be smaller than each array");
   const direct_io output_direct =
       args.str("output-direct").empty() ? opts.direct : parse_direct(args.str("output-direct"));

@@ -1,4 +1,4 @@
-#include "warpstore/settings.h"
+#include "warpstore/settings_table.h"
 
 #include "warpstore/detail/parse_size.h"
 
@@ -6,6 +6,7 @@
 #include <bit>
 #include <cctype>
 #include <cstdlib>
+#include <iterator>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -53,54 +54,10 @@ std::uint64_t parse_size_var(const std::string& name, const std::string& v) {
   }
 }
 
-// The range of one numeric setting, checked where it is read from the
-// environment (naming the variable and the text given) and in validate()
-// (naming the setting).
-struct limits {
-  const char* setting;
-  const char* variable;
-  std::uint64_t lo, hi;
-  bool power_of_two;
-  std::string range() const {
-    return (power_of_two ? "a power of two from " : "from ") + std::to_string(lo) + " to " +
-           std::to_string(hi);
-  }
-  bool admits(std::uint64_t v) const {
-    return v >= lo && v <= hi && (!power_of_two || std::has_single_bit(v));
-  }
-  // From the environment: "WARPSTORE_THREADS=5000000000 is out of range: ...".
-  std::uint64_t checked(const std::string& text, std::uint64_t v) const {
-    if (!admits(v))
-      throw std::invalid_argument(std::string(variable) + "=" + text + " is out of range: " +
-                                  setting + " must be " + range());
-    return v;
-  }
-  // From validate(): "service_threads must be from 1 to 256 (WARPSTORE_THREADS), got 0".
-  void check(std::uint64_t v) const {
-    if (!admits(v))
-      throw std::invalid_argument(std::string(setting) + " must be " + range() + " (" + variable +
-                                  "), got " + std::to_string(v));
-  }
-};
-
 constexpr std::uint64_t max_timeout_ms = UINT64_MAX / 1'000'000ull;  // ns still fit 64 bits
-const limits line_size_limits{"line_size", "WARPSTORE_LINE_SIZE", 512, 65536, true};
-const limits ways_limits{"ways", "WARPSTORE_CACHE_WAYS", 1, 64, false};
-const limits threads_limits{"service_threads", "WARPSTORE_THREADS", 1, 256, false};
-const limits queues_limits{"queue_pairs", "WARPSTORE_QUEUES", 0, 65535, false};
-const limits depth_limits{"queue_depth", "WARPSTORE_QUEUE_DEPTH", 2, max_queue_depth, true};
-const limits uring_limits{"uring_depth", "WARPSTORE_URING_DEPTH", 1, 32768, false};
-const limits timeout_ms_limits{"the timeout (ms)", "WARPSTORE_TIMEOUT_MS", 1, max_timeout_ms,
-                               false};
 // Lines are counted in 32 bits (cache_ref::num_lines, and 2^31 at most).
 constexpr std::uint64_t max_cache_lines = std::uint64_t{1} << 31;
 
-// 0 | 1 switches.
-bool parse_switch(const std::string& name, const std::string& v) {
-  const std::uint64_t x = parse_uint(name, v);
-  if (x > 1) throw std::invalid_argument(name + "=" + v + " is out of range: expected 0 or 1");
-  return x != 0;
-}
 }  // namespace
 
 std::size_t parse_size(const std::string& text) { return detail::parse_size(text); }
@@ -131,68 +88,216 @@ delivery parse_delivery(const std::string& s) {
   throw std::invalid_argument("delivery: expected pull or copy, got '" + s + "'");
 }
 
+// ---- the table ---------------------------------------------------------------
+
+namespace {
+using type = setting_type;
+using group = setting_group;
+
+// Accessors of one field, as plain function pointers.
+#define WARPSTORE_NUMERIC(field)                                                   \
+  .get = [](const options& o) -> std::uint64_t { return o.field; },                 \
+  .put = [](options& o, std::uint64_t v) { o.field = static_cast<decltype(o.field)>(v); }
+#define WARPSTORE_WORD(field, parse)                                                \
+  .get_word = [](const options& o) { return to_string(o.field); },                  \
+  .put_word = [](options& o, const std::string& w) { o.field = parse(w); }
+
+const setting table[] = {
+    {.name = "cache_bytes", .variable = "WARPSTORE_CACHE_BYTES", .python = "cache",
+     .flag = "cache-bytes", .type = type::size, .min = 1,
+     .range_note = "at least one set of lines",
+     .doc = "bytes of GPU memory (host memory on the CPU target) for the cache, rounded down to "
+            "whole sets; sizes like `2GiB`",
+     WARPSTORE_NUMERIC(cache_bytes)},
+    {.name = "line_size", .variable = "WARPSTORE_LINE_SIZE", .python = "line_size",
+     .flag = "line-size", .type = type::size, .min = 512, .max = 65536, .power_of_two = true,
+     .doc = "cache line, a power of two from 512 B to 64 KiB (Python row arrays default to their "
+            "row size)",
+     WARPSTORE_NUMERIC(line_size)},
+    {.name = "ways", .variable = "WARPSTORE_CACHE_WAYS", .flag = "ways", .min = 1, .max = 64,
+     .doc = "lines per set, 1 to 64", WARPSTORE_NUMERIC(ways)},
+    {.name = "controller", .variable = "WARPSTORE_CONTROLLER", .python = "controller",
+     .flag = "controller", .type = type::choice, .choices = "host|memory",
+     .doc = "`host` (io_uring service threads) or `memory` (the file in pinned host memory)",
+     WARPSTORE_WORD(controller, parse_controller)},
+    {.name = "service_threads", .variable = "WARPSTORE_THREADS", .python = "threads",
+     .flag = "service-threads", .min = 1, .max = 256,
+     .default_note = "a quarter of the cores, 1 to 4",
+     .doc = "threads a host controller's service units run on, 1 to 256; they belong to the "
+            "process's one I/O engine, which every array shares and which grows to the largest "
+            "count asked",
+     WARPSTORE_NUMERIC(service_threads)},
+    {.name = "queue_pairs", .variable = "WARPSTORE_QUEUES", .flag = "queues", .max = 65535,
+     .doc = "host controller queue pairs; 0: one per multiprocessor, at most 128",
+     WARPSTORE_NUMERIC(queue_pairs)},
+    {.name = "queue_depth", .variable = "WARPSTORE_QUEUE_DEPTH", .flag = "depth", .min = 2,
+     .max = max_queue_depth, .power_of_two = true,
+     .doc = "entries per queue pair, a power of two from 2 to 4096", WARPSTORE_NUMERIC(queue_depth)},
+    {.name = "direct", .variable = "WARPSTORE_DIRECT", .python = "direct", .flag = "direct",
+     .type = type::choice, .choices = "auto|on|off",
+     .doc = "`on`: O_DIRECT; `off`: through the page cache; `auto`: through the page cache when at "
+            "least half of 256 sampled pages of the file are cached at open, O_DIRECT otherwise",
+     WARPSTORE_WORD(direct, parse_direct)},
+    {.name = "uring_depth", .variable = "WARPSTORE_URING_DEPTH", .flag = "uring-depth", .min = 1,
+     .max = 32768, .doc = "io_uring entries per service unit, 1 to 32768",
+     WARPSTORE_NUMERIC(uring_depth)},
+    {.name = "timeout_ns", .variable = "WARPSTORE_TIMEOUT_MS", .python = "deadline",
+     .flag = "timeout-ms", .type = type::milliseconds, .min = 1, .max = max_timeout_ms,
+     .doc = "every wait is bounded by it; a wait that passes it is an error",
+     .get = [](const options& o) -> std::uint64_t { return o.timeout_ns / 1'000'000ull; },
+     .put = [](options& o, std::uint64_t ms) { o.timeout_ns = ms * 1'000'000ull; }},
+    {.name = "bounds_check", .variable = "WARPSTORE_BOUNDS_CHECK", .flag = "bounds-check",
+     .type = type::flag, .max = 1, .doc = "device-side index checks", WARPSTORE_NUMERIC(bounds_check)},
+    {.name = "writable", .variable = "WARPSTORE_WRITABLE", .flag = "writable", .type = type::flag,
+     .max = 1,
+     .doc = "open the file read-write; a read-only open refuses stores and WRITE commands",
+     WARPSTORE_NUMERIC(writable)},
+    // Tuning switches: measured options of the I/O path, on at their best known value.
+    {.name = "deliver", .variable = "WARPSTORE_DELIVERY", .flag = "delivery", .type = type::choice,
+     .group = group::tuning, .choices = "pull|copy",
+     .doc = "`pull`: the waiting warp copies the bytes from pinned staging; `copy`: the controller "
+            "pushes them with the copy engine",
+     WARPSTORE_WORD(deliver, parse_delivery)},
+    {.name = "combine_writes", .variable = "WARPSTORE_COMBINE_WRITES", .flag = "combine-writes",
+     .type = type::flag, .group = group::tuning, .max = 1,
+     .doc = "1: buffered WRITEs of all service threads go through one write thread that merges "
+            "neighbours into one `pwritev`; 0: each service thread writes through its io_uring",
+     WARPSTORE_NUMERIC(combine_writes)},
+    {.name = "write_behind_bytes", .variable = "WARPSTORE_WRITE_BEHIND_BYTES",
+     .flag = "write-behind-bytes", .type = type::size, .group = group::tuning,
+     .doc = "every time this many bytes were written, the kernel is asked to start writing them to "
+            "storage (`sync_file_range`), so the final fdatasync finds less left; 0: off",
+     WARPSTORE_NUMERIC(write_behind_bytes)},
+    {.name = "eager_write_back", .variable = "WARPSTORE_EAGER_WRITE_BACK",
+     .flag = "eager-write-back", .type = type::flag, .group = group::tuning, .max = 1,
+     .doc = "1: a `write_span` that completes a whole write-back cluster (32 lines, all dirty, "
+            "none in use) writes it back at once; 0: lines go at eviction or flush",
+     WARPSTORE_NUMERIC(eager_write_back)},
+    {.name = "overlapped_eviction", .variable = "WARPSTORE_OVERLAPPED_EVICTION",
+     .flag = "overlapped-eviction", .type = type::flag, .group = group::tuning, .max = 1,
+     .doc = "1: a warp evicting a dirty line sends its WRITE and its own READ together; 0: write "
+            "back, wait, look again",
+     WARPSTORE_NUMERIC(overlapped_eviction)},
+};
+#undef WARPSTORE_NUMERIC
+#undef WARPSTORE_WORD
+
+// "1 GiB", "32 MiB", "4096": whole binary units from a MiB up.
+std::string size_words(std::uint64_t v) {
+  static const char* const units[] = {"MiB", "GiB", "TiB"};
+  if (v < (std::uint64_t{1} << 20) || v % (std::uint64_t{1} << 20) != 0) return std::to_string(v);
+  v >>= 20;
+  unsigned u = 0;
+  while (u + 1 < std::size(units) && v % 1024 == 0) {
+    v /= 1024;
+    ++u;
+  }
+  return std::to_string(v) + " " + units[u];
+}
+
+std::string default_words(const setting& s) {
+  if (*s.default_note) return s.default_note;
+  const options defaults;
+  switch (s.type) {
+    case type::choice: return std::string("`") + s.get_word(defaults) + "`";
+    case type::size: return size_words(s.get(defaults));
+    case type::milliseconds: {
+      const std::uint64_t ms = s.get(defaults);
+      return ms % 1000 == 0 ? std::to_string(ms / 1000) + " s" : std::to_string(ms) + " ms";
+    }
+    default: return std::to_string(s.get(defaults));
+  }
+}
+
+void markdown_table(std::string& out, setting_group g) {
+  out += "| setting (`options`) | environment variable | Python | default | meaning |\n";
+  out += "| --- | --- | --- | --- | --- |\n";
+  for (const setting& s : table) {
+    if (s.group != g) continue;
+    const bool ms = s.type == type::milliseconds;
+    out += std::string("| `") + s.name + "` | `" + s.variable + "`" + (ms ? " (ms)" : "") + " | ";
+    if (*s.python) out += std::string("`") + s.python + "`" + (ms ? " (s)" : "") + " ";
+    out += "| " + default_words(s) + " | " + s.doc + " |\n";
+  }
+}
+}  // namespace
+
+std::span<const setting> settings_table() { return table; }
+
+const setting* find_setting(std::string_view name) {
+  for (const setting& s : table)
+    if (name == s.name || name == s.variable || (*s.python && name == s.python) || name == s.flag)
+      return &s;
+  return nullptr;
+}
+
+std::string setting::range() const {
+  if (*range_note) return range_note;
+  switch (type) {
+    case setting_type::flag: return "0 or 1";
+    case setting_type::choice: {
+      std::string words = choices;
+      const auto bar = words.rfind('|');
+      words.replace(bar, 1, " or ");
+      for (auto i = words.find('|'); i != std::string::npos; i = words.find('|')) words.replace(i, 1, ", ");
+      return words;
+    }
+    case setting_type::milliseconds:
+      return "positive, from " + std::to_string(min) + " to " + std::to_string(max) + " ms";
+    default:
+      return (power_of_two ? "a power of two from " : "from ") + std::to_string(min) + " to " +
+             std::to_string(max);
+  }
+}
+
+std::string setting::text(const options& o) const {
+  return type == setting_type::choice ? std::string(get_word(o)) : std::to_string(get(o));
+}
+
+void setting::apply(options& o, const std::string& text, const std::string& source) const {
+  if (type == setting_type::choice) {
+    try {
+      put_word(o, text);
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(source + ": " + e.what());
+    }
+    return;
+  }
+  const std::uint64_t v = type == setting_type::size ? parse_size_var(source, text) : parse_uint(source, text);
+  if (v < min || v > max || (power_of_two && !std::has_single_bit(v)))
+    throw std::invalid_argument(source + "=" + text + " is out of range: " + name + " must be " +
+                                range());
+  put(o, v);
+}
+
+std::string settings_markdown() {
+  std::string out;
+  markdown_table(out, group::core);
+  out += "\nTuning switches: measured options of the I/O path, each on its best known value "
+         "(BENCHMARKS.md); set them to compare.\n\n";
+  markdown_table(out, group::tuning);
+  return out;
+}
+
 options options::from_environment() {
   options o;
-  auto env = [](const char* name) -> const char* {
-    const char* v = std::getenv(name);
-    return (v != nullptr && *v != '\0') ? v : nullptr;
-  };
-  auto uint32 = [](const limits& l, const std::string& v) {
-    return static_cast<std::uint32_t>(l.checked(v, parse_uint(l.variable, v)));
-  };
-  if (const char* v = env("WARPSTORE_CACHE_BYTES")) {
-    o.cache_bytes = parse_size_var("WARPSTORE_CACHE_BYTES", v);
-    if (o.cache_bytes == 0)
-      throw std::invalid_argument(std::string("WARPSTORE_CACHE_BYTES=") + v +
-                                  " is out of range: the cache must hold at least one set of lines");
+  for (const setting& s : table) {
+    const char* v = std::getenv(s.variable);
+    if (v != nullptr && *v != '\0') s.apply(o, v, s.variable);
   }
-  if (const char* v = env("WARPSTORE_LINE_SIZE"))
-    o.line_size = static_cast<std::uint32_t>(
-        line_size_limits.checked(v, parse_size_var("WARPSTORE_LINE_SIZE", v)));
-  if (const char* v = env("WARPSTORE_CACHE_WAYS")) o.ways = uint32(ways_limits, v);
-  // Words: the parser's message, after the variable's name.
-  auto word = [](const char* name, const char* v, auto parse) {
-    try {
-      return parse(v);
-    } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string(name) + ": " + e.what());
-    }
-  };
-  if (const char* v = env("WARPSTORE_CONTROLLER"))
-    o.controller = word("WARPSTORE_CONTROLLER", v, parse_controller);
-  if (const char* v = env("WARPSTORE_THREADS")) o.service_threads = uint32(threads_limits, v);
-  if (const char* v = env("WARPSTORE_QUEUES")) o.queue_pairs = uint32(queues_limits, v);
-  if (const char* v = env("WARPSTORE_QUEUE_DEPTH")) o.queue_depth = uint32(depth_limits, v);
-  if (const char* v = env("WARPSTORE_DIRECT")) o.direct = word("WARPSTORE_DIRECT", v, parse_direct);
-  if (const char* v = env("WARPSTORE_DELIVERY"))
-    o.deliver = word("WARPSTORE_DELIVERY", v, parse_delivery);
-  if (const char* v = env("WARPSTORE_URING_DEPTH")) o.uring_depth = uint32(uring_limits, v);
-  if (const char* v = env("WARPSTORE_COMBINE_WRITES"))
-    o.combine_writes = parse_switch("WARPSTORE_COMBINE_WRITES", v);
-  if (const char* v = env("WARPSTORE_WRITE_BEHIND_BYTES"))
-    o.write_behind_bytes = parse_size_var("WARPSTORE_WRITE_BEHIND_BYTES", v);
-  if (const char* v = env("WARPSTORE_EAGER_WRITE_BACK"))
-    o.eager_write_back = parse_switch("WARPSTORE_EAGER_WRITE_BACK", v);
-  if (const char* v = env("WARPSTORE_OVERLAPPED_EVICTION"))
-    o.overlapped_eviction = parse_switch("WARPSTORE_OVERLAPPED_EVICTION", v);
-  if (const char* v = env("WARPSTORE_TIMEOUT_MS")) {
-    const std::uint64_t ms = parse_uint("WARPSTORE_TIMEOUT_MS", v);
-    if (ms == 0)
-      throw std::invalid_argument(std::string("WARPSTORE_TIMEOUT_MS=") + v +
-                                  " is out of range: the timeout must be positive (from 1 to " +
-                                  std::to_string(max_timeout_ms) + " ms)");
-    o.timeout_ns = timeout_ms_limits.checked(v, ms) * 1'000'000ull;
-  }
-  if (const char* v = env("WARPSTORE_BOUNDS_CHECK"))
-    o.bounds_check = parse_switch("WARPSTORE_BOUNDS_CHECK", v);
-  if (const char* v = env("WARPSTORE_WRITABLE")) o.writable = parse_switch("WARPSTORE_WRITABLE", v);
   return o;
 }
 
 void options::validate() const {
   auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
-  line_size_limits.check(line_size);
-  ways_limits.check(ways);
+  // "service_threads must be from 1 to 256 (WARPSTORE_THREADS), got 0".
+  for (const setting& s : table) {
+    if (s.type != type::size && s.type != type::count) continue;
+    const std::uint64_t v = s.get(*this);
+    if (v < s.min || v > s.max || (s.power_of_two && !std::has_single_bit(v)))
+      fail(std::string(s.name) + " must be " + s.range() + " (" + s.variable + "), got " +
+           std::to_string(v));
+  }
   if (cache_bytes < std::size_t{line_size} * ways)
     fail("cache of " + std::to_string(cache_bytes) + " bytes (WARPSTORE_CACHE_BYTES) holds less "
          "than one set of " + std::to_string(ways) + " lines of " + std::to_string(line_size) +
@@ -201,10 +306,6 @@ void options::validate() const {
     fail("cache of " + std::to_string(cache_bytes) + " bytes (WARPSTORE_CACHE_BYTES) is more than " +
          std::to_string(max_cache_lines) + " lines of " + std::to_string(line_size) +
          " bytes: at most " + std::to_string(max_cache_lines * line_size) + " bytes");
-  threads_limits.check(service_threads);
-  queues_limits.check(queue_pairs);
-  depth_limits.check(queue_depth);
-  uring_limits.check(uring_depth);
   if (timeout_ns == 0) fail("timeout must be positive (WARPSTORE_TIMEOUT_MS), got 0");
 }
 

@@ -81,6 +81,8 @@ class parsed_args {
   const std::string& command_line() const { return command_line_; }
   bool wants_help() const { return help_; }
 
+  // True when the command (or common()) declared the option.
+  bool declared(std::string_view name) const { return values_.find(name) != values_.end(); }
   // True when the option was given on the command line (not defaulted).
   bool given(std::string_view name) const;
   const std::string& str(std::string_view name) const;

@@ -20,6 +20,7 @@
 #include "gather.cuh"
 #include "gather.h"
 #include "warpstore/runtime.h"
+#include "warpstore/settings_table.h"
 
 namespace nb = nanobind;
 using namespace warpstore;
@@ -49,15 +50,17 @@ options make_options(std::uint64_t cache_bytes, std::uint32_t line_size,
   return o;
 }
 
+// Every setting by its field name (include/warpstore/settings.h), with the
+// WARPSTORE_* variables applied, in the variable's unit (words for choices).
 nb::dict environment_settings() {
   const options o = options::from_environment();
   nb::dict d;
-  d["cache"] = o.cache_bytes;
-  d["line_size"] = o.line_size;
-  d["controller"] = std::string(to_string(o.controller));
-  d["threads"] = o.service_threads;
-  d["timeout_ms"] = o.timeout_ns / 1'000'000ull;
-  d["direct"] = std::string(to_string(o.direct));
+  for (const setting& s : settings_table()) {
+    if (s.type == setting_type::choice)
+      d[s.name] = std::string(s.get_word(o));
+    else
+      d[s.name] = s.get(o);
+  }
   return d;
 }
 
@@ -73,6 +76,35 @@ nb::dict cache_counters_dict(const cache_stats& s) {
   d["errors"] = s.errors;
   d["hit_rate"] = s.hit_rate();
   return d;
+}
+
+// The settings table for Python: one dict a setting.
+nb::list python_settings_table() {
+  static const char* const types[] = {"size", "count", "milliseconds", "flag", "choice"};
+  const options defaults;
+  nb::list out;
+  for (const setting& s : settings_table()) {
+    nb::dict d;
+    d["name"] = s.name;
+    d["env"] = s.variable;
+    d["python"] = s.python;
+    d["flag"] = s.flag;
+    d["type"] = types[static_cast<int>(s.type)];
+    d["group"] = s.group == setting_group::tuning ? "tuning" : "core";
+    if (s.type == setting_type::choice) {
+      d["default"] = std::string(s.get_word(defaults));
+      d["choices"] = nb::cast(std::string(s.choices)).attr("split")("|");
+    } else {
+      d["default"] = s.get(defaults);
+      d["min"] = s.min;
+      d["max"] = s.max;
+      d["power_of_two"] = s.power_of_two;
+    }
+    d["range"] = s.range();
+    d["doc"] = s.doc;
+    out.append(d);
+  }
+  return out;
 }
 
 template <class Array>
@@ -610,6 +642,8 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
   m.def("parse_size", [](const std::string& s) { return static_cast<std::uint64_t>(parse_size(s)); });
   m.def("environment_settings", &environment_settings,
         "Defaults (include/warpstore/settings.h) with WARPSTORE_* variables applied");
+  m.def("settings_table", &python_settings_table,
+        "Every setting: name, env, python, flag, type, group, default, min/max or choices, doc");
   m.def("validate_settings",
         [](std::uint64_t cache, std::uint32_t line, const std::string& ctl, std::uint32_t thr,
            std::uint64_t timeout_ms, const std::string& direct) {

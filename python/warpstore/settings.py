@@ -1,107 +1,120 @@
 """Runtime settings: each has an environment variable and a getter/setter here.
 
-The defaults live in one place, include/warpstore/settings.h; the extension
-reads them with the WARPSTORE_* variables applied (src/settings.cpp). A value
-set here overrides the environment for arrays opened afterwards in this
-process; ``reset()`` drops the overrides.
+Every setting is described once, in the library's settings table
+(include/warpstore/settings.h, src/settings.cpp): its name, environment
+variable, type, default, range and doc line. ``TABLE`` is that table (a dict
+a setting); those with a Python name (``cache``, ``line_size``,
+``controller``, ``threads``, ``deadline``, ``direct``) are the ones this
+module gets and sets, and ``ENVIRONMENT`` maps them to their variables.
+README.md's settings table is generated from the same table.
 
-==========  ======================  ==========================================
-setting     environment variable    meaning
-==========  ======================  ==========================================
-cache       WARPSTORE_CACHE_BYTES   bytes of GPU (or host) memory for the cache,
-                                    rounded down to whole sets (16 lines each)
-line_size   WARPSTORE_LINE_SIZE     cache line, a power of two, 512 B to 64 KiB
-controller  WARPSTORE_CONTROLLER    ``host`` (io_uring threads) or ``memory``
-threads     WARPSTORE_THREADS       host controller service threads
-deadline    WARPSTORE_TIMEOUT_MS    longest any wait may take (seconds here, at
-                                    least 0.001)
-direct      WARPSTORE_DIRECT        host controller I/O: ``auto`` (buffered when
-                                    half the sampled pages are cached, else
-                                    O_DIRECT where the file allows it),
-                                    ``on``, ``off`` (buffered, through the
-                                    page cache)
-==========  ======================  ==========================================
+A value set here overrides the environment for arrays opened afterwards in
+this process; ``reset()`` drops the overrides. ``deadline`` is in seconds here
+(``WARPSTORE_TIMEOUT_MS`` is in milliseconds).
 """
+import importlib
 import math
-
 import os
 
 from ._backend import backend
 
-ENVIRONMENT = {
-    "cache": "WARPSTORE_CACHE_BYTES",
-    "line_size": "WARPSTORE_LINE_SIZE",
-    "controller": "WARPSTORE_CONTROLLER",
-    "threads": "WARPSTORE_THREADS",
-    "deadline": "WARPSTORE_TIMEOUT_MS",
-    "direct": "WARPSTORE_DIRECT",
-}
-
 _overrides = {}
+_loaded = {}
 
 
-# The extension takes the cache size as a 64-bit and the line size and thread
-# count as 32-bit unsigned integers, and the deadline in whole milliseconds
-# whose nanoseconds must fit 64 bits.
-_LIMITS = {"cache": 2**64 - 1, "line_size": 2**32 - 1, "threads": 2**32 - 1}
-_MAX_DEADLINE_MS = (2**64 - 1) // 1_000_000
+def _table():
+    # Every target compiles the same table: read it from the CPU one where
+    # there is one, so that reading it chooses no backend (and no CUDA).
+    if "table" not in _loaded:
+        try:
+            module = importlib.import_module("warpstore._warpstore_cpu")
+        except ImportError:
+            module = backend()
+        table = tuple(dict(t) for t in module.settings_table())
+        _loaded["by_python"] = {t["python"]: t for t in table if t["python"]}
+        _loaded["environment"] = {p: t["env"] for p, t in _loaded["by_python"].items()}
+        _loaded["table"] = table
+    return _loaded
 
 
-def _size(name, v):
-    if isinstance(v, str):
-        v = backend().parse_size(v)
-    elif isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-        raise ValueError(f"{name}: expected a positive size in bytes or a string like '2GiB', "
-                         f"got {v!r}")
-    if name == "line_size" and v > _LIMITS[name]:
-        raise ValueError(f"line_size must be a power of two from 512 to 65536, got {v}")
-    if v > _LIMITS[name]:
-        raise ValueError(f"{name} of {v} bytes is too large (at most {_LIMITS[name]})")
+def __getattr__(name):
+    if name == "TABLE":
+        return _table()["table"]
+    if name == "ENVIRONMENT":
+        return dict(_table()["environment"])
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _describe(name):
+    by_python = _table()["by_python"]
+    if name not in by_python:
+        raise KeyError(f"no setting {name!r}; settings: {', '.join(by_python)}")
+    return by_python[name]
+
+
+def _integer(name, t, v):
+    if v < t["min"] or (t["power_of_two"] and v & (v - 1)):
+        raise ValueError(f"{name} must be {t['range']}, got {v}")
+    if v > t["max"]:
+        raise ValueError(f"{name} of {v} is too large: {name} must be {t['range']} "
+                         f"(at most {t['max']})")
     return v
 
 
+def _seconds(name, t, value):
+    # The variable counts milliseconds; here the value is in seconds.
+    if (isinstance(value, bool) or not isinstance(value, (int, float))
+            or (isinstance(value, float) and not math.isfinite(value)) or value <= 0):
+        raise ValueError(f"{name} must be a finite positive number of seconds (at least "
+                         f"{t['min'] / 1000}, a millisecond), got {value!r}")
+    if value < t["min"] / 1000:
+        raise ValueError(f"{name} of {value!r} s is under a millisecond, the smallest "
+                         f"{name} ({t['min'] / 1000} s)")
+    if round(value * 1000) > t["max"]:
+        raise ValueError(f"{name} of {value!r} s is too long: at most {t['max'] / 1000:.3f} s")
+    return float(value)
+
+
+def _words(choices):
+    quoted = [f"'{c}'" for c in choices]
+    return ", ".join(quoted[:-1]) + " or " + quoted[-1]
+
+
 def _normalize(name, value):
-    if name in ("cache", "line_size"):
-        return _size(name, value)
-    if name == "controller":
-        if value not in ("host", "memory"):
-            raise ValueError(f"controller must be 'host' or 'memory', got {value!r}")
+    t = _describe(name)
+    kind = t["type"]
+    if kind == "choice":
+        if not isinstance(value, str) or value not in t["choices"]:
+            raise ValueError(f"{name} must be {_words(t['choices'])}, got {value!r}")
         return value
-    if name == "threads":
-        if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-            raise ValueError(f"threads must be a positive integer, got {value!r}")
-        if value > _LIMITS["threads"]:
-            raise ValueError(f"threads must be from 1 to 256, got {value}")
-        return value
-    if name == "deadline":
-        if (isinstance(value, bool) or not isinstance(value, (int, float))
-                or (isinstance(value, float) and not math.isfinite(value)) or value <= 0):
-            raise ValueError(f"deadline must be a finite positive number of seconds (at least "
-                             f"0.001, a millisecond), got {value!r}")
-        if value < 0.001:
-            raise ValueError(f"deadline of {value!r} s is under a millisecond, the smallest "
-                             f"deadline (0.001 s)")
-        if round(value * 1000) > _MAX_DEADLINE_MS:
-            raise ValueError(f"deadline of {value!r} s is too long: at most "
-                             f"{_MAX_DEADLINE_MS / 1000:.3f} s")
-        return float(value)
-    if name == "direct":
-        if value not in ("auto", "on", "off"):
-            raise ValueError(f"direct must be 'auto', 'on' or 'off', got {value!r}")
-        return value
-    raise KeyError(f"no setting {name!r}; settings: {', '.join(ENVIRONMENT)}")
+    if kind == "milliseconds":
+        return _seconds(name, t, value)
+    if kind == "size" and isinstance(value, str):
+        value = backend().parse_size(value)
+    elif kind == "size":
+        if isinstance(value, bool) or not isinstance(value, int) or value < max(t["min"], 1):
+            raise ValueError(f"{name}: expected a positive size in bytes or a string like "
+                             f"'2GiB', got {value!r}")
+    elif kind == "flag" and isinstance(value, bool):
+        value = int(value)
+    elif isinstance(value, bool) or not isinstance(value, int) or value < t["min"]:
+        what = "a positive integer" if t["min"] >= 1 else "a non-negative integer"
+        raise ValueError(f"{name} must be {what} ({t['range']}), got {value!r}")
+    return _integer(name, t, value)
 
 
 def _environment():
-    env = dict(backend().environment_settings())
-    env["deadline"] = env.pop("timeout_ms") / 1000.0
-    return env
+    env = backend().environment_settings()
+    out = {}
+    for python, t in _table()["by_python"].items():
+        v = env[t["name"]]
+        out[python] = v / 1000.0 if t["type"] == "milliseconds" else v
+    return out
 
 
 def get(name):
     """The value arrays opened now would get for `name`."""
-    if name not in ENVIRONMENT:
-        raise KeyError(f"no setting {name!r}; settings: {', '.join(ENVIRONMENT)}")
+    _describe(name)
     return _overrides[name] if name in _overrides else _environment()[name]
 
 
@@ -123,13 +136,13 @@ def reset(name=None):
 
 def is_set(name):
     """Whether `name` was chosen by the user: overridden here or set in the environment."""
-    return name in _overrides or bool(os.environ.get(ENVIRONMENT[name]))
+    return name in _overrides or bool(os.environ.get(_describe(name)["env"]))
 
 
 def as_dict():
     """Every setting's current value."""
     env = _environment()
-    return {k: _overrides.get(k, env[k]) for k in ENVIRONMENT}
+    return {k: _overrides.get(k, env[k]) for k in _table()["by_python"]}
 
 
 def check(s):
@@ -145,7 +158,7 @@ def _accessors(name):
     def setter(value):
         set(name, value)
 
-    getter.__doc__ = f"The {name} setting ({ENVIRONMENT[name]})."
+    getter.__doc__ = f"The {name} setting (see TABLE for its variable, range and meaning)."
     setter.__doc__ = f"Overrides the {name} setting for arrays opened from now on."
     return getter, setter
 

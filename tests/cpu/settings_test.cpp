@@ -4,8 +4,9 @@
 #include <initializer_list>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
-#include "warpstore/settings.h"
+#include "warpstore/settings_table.h"
 
 using namespace warpstore;
 
@@ -193,4 +194,93 @@ TEST(SettingsRange, ValidateNamesTheSettingTheValueAndTheRange) {
   EXPECT_THROW(o.validate(), std::invalid_argument);
   o.cache_bytes = std::size_t{1} << 40;  // 2^28 lines
   EXPECT_NO_THROW(o.validate());
+}
+
+namespace {
+
+// A valid value of `s` other than its default, as the variable spells it.
+std::string other_value(const setting& s) {
+  const options defaults;
+  if (s.type == setting_type::choice) {
+    std::string choices = s.choices;
+    for (std::size_t at = 0;;) {
+      const std::size_t bar = choices.find('|', at);
+      const std::string word = choices.substr(at, bar - at);
+      if (word != s.get_word(defaults)) return word;
+      at = bar + 1;
+    }
+  }
+  return std::to_string(s.get(defaults) != s.min ? s.min : s.max);
+}
+
+}  // namespace
+
+TEST(SettingsTable, NamesAreUniqueAndEveryDefaultIsInRange) {
+  const options defaults;
+  for (const setting& s : settings_table()) {
+    EXPECT_EQ(find_setting(s.name), &s) << s.name;
+    EXPECT_EQ(find_setting(s.variable), &s) << s.variable;
+    EXPECT_EQ(find_setting(s.flag), &s) << s.flag;
+    if (*s.python) {
+      EXPECT_EQ(find_setting(s.python), &s) << s.python;
+    }
+    EXPECT_EQ(std::string(s.variable).rfind("WARPSTORE_", 0), 0u) << s.variable;
+    EXPECT_NE(std::string(s.doc), "") << s.name;
+    options o;
+    EXPECT_NO_THROW(s.apply(o, s.text(defaults), s.variable)) << s.name;
+  }
+}
+
+TEST(SettingsTable, EveryVariableIsParsedIntoItsField) {
+  const options defaults;
+  for (const setting& s : settings_table()) {
+    const std::string value = other_value(s);
+    ASSERT_NE(value, s.text(defaults)) << s.name;
+    scoped_env e(s.variable, value.c_str());
+    EXPECT_EQ(s.text(options::from_environment()), value) << s.variable;
+  }
+}
+
+TEST(SettingsTable, OutOfRangeValuesAreRefusedNamingTheVariable) {
+  for (const setting& s : settings_table()) {
+    std::vector<std::string> bad;
+    if (s.type == setting_type::choice) bad.push_back("sideways");
+    else {
+      if (s.max < UINT64_MAX) bad.push_back(std::to_string(s.max + 1));
+      if (s.min > 0) bad.push_back(std::to_string(s.min - 1));
+      if (s.power_of_two) bad.push_back(std::to_string(s.min + 1));
+      bad.push_back("-1");
+    }
+    for (const std::string& value : bad) {
+      scoped_env e(s.variable, value.c_str());
+      const std::string m = environment_error();
+      EXPECT_TRUE(contains(m, s.variable)) << s.variable << "=" << value << ": " << m;
+      EXPECT_TRUE(contains(m, value)) << s.variable << "=" << value << ": " << m;
+    }
+  }
+}
+
+TEST(SettingsTable, ValidateChecksEveryNumericRange) {
+  for (const setting& s : settings_table()) {
+    if (s.type != setting_type::size && s.type != setting_type::count) continue;
+    if (s.max == UINT64_MAX && s.min == 0) continue;  // any value is in range
+    options o;
+    s.put(o, s.max < UINT64_MAX ? s.max + 1 : s.min - 1);
+    try {
+      o.validate();
+      ADD_FAILURE() << s.name << " out of range accepted";
+    } catch (const std::invalid_argument& e) {
+      EXPECT_TRUE(contains(e.what(), s.name) || contains(e.what(), s.variable)) << e.what();
+    }
+  }
+}
+
+TEST(SettingsTable, TuningSwitchesAreTheirOwnGroup) {
+  for (const char* name : {"combine_writes", "eager_write_back", "overlapped_eviction", "deliver",
+                           "write_behind_bytes"})
+    EXPECT_EQ(find_setting(name)->group, setting_group::tuning) << name;
+  EXPECT_EQ(find_setting("cache_bytes")->group, setting_group::core);
+  const std::string md = settings_markdown();
+  EXPECT_LT(md.find("`cache_bytes`"), md.find("Tuning"));
+  EXPECT_GT(md.find("`combine_writes`"), md.find("Tuning"));
 }
