@@ -1,7 +1,5 @@
 #include "warpstore/settings.h"
 
-#include "warpstore/detail/parse_size.h"
-
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -9,6 +7,9 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+
+#include "warpstore/detail/parse_size.h"
+#include "warpstore/error.h"
 
 namespace warpstore {
 
@@ -29,18 +30,17 @@ std::string lower(std::string s) {
 std::uint64_t parse_uint(const std::string& name, const std::string& v) {
   bool digits = !v.empty();
   for (char c : v) digits = digits && std::isdigit(static_cast<unsigned char>(c));
-  if (!digits)
-    throw std::invalid_argument(name + ": expected a non-negative integer, got '" + v + "'");
+  if (!digits) throw invalid_argument(name + ": expected a non-negative integer, got '" + v + "'");
   std::size_t used = 0;
   unsigned long long x = 0;
   try {
     x = std::stoull(v, &used);
   } catch (const std::out_of_range&) {
-    throw std::invalid_argument(name + "=" + v + " is out of range: the largest integer is " +
-                                std::to_string(UINT64_MAX));
+    throw invalid_argument(name + "=" + v + " is out of range: the largest integer is " +
+                           std::to_string(UINT64_MAX));
   }
   if (used != v.size())
-    throw std::invalid_argument(name + ": expected a non-negative integer, got '" + v + "'");
+    throw invalid_argument(name + ": expected a non-negative integer, got '" + v + "'");
   return x;
 }
 
@@ -49,7 +49,7 @@ std::uint64_t parse_size_var(const std::string& name, const std::string& v) {
   try {
     return detail::parse_size(v);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(name + ": " + e.what());
+    throw invalid_argument(name + ": " + e.what());
   }
 }
 
@@ -71,15 +71,15 @@ struct limits {
   // From the environment: "WARPSTORE_THREADS=5000000000 is out of range: ...".
   std::uint64_t checked(const std::string& text, std::uint64_t v) const {
     if (!admits(v))
-      throw std::invalid_argument(std::string(variable) + "=" + text + " is out of range: " +
-                                  setting + " must be " + range());
+      throw invalid_argument(std::string(variable) + "=" + text + " is out of range: " + setting +
+                             " must be " + range());
     return v;
   }
   // From validate(): "service_threads must be from 1 to 256 (WARPSTORE_THREADS), got 0".
   void check(std::uint64_t v) const {
     if (!admits(v))
-      throw std::invalid_argument(std::string(setting) + " must be " + range() + " (" + variable +
-                                  "), got " + std::to_string(v));
+      throw invalid_argument(std::string(setting) + " must be " + range() + " (" + variable +
+                             "), got " + std::to_string(v));
   }
 };
 
@@ -98,12 +98,18 @@ constexpr std::uint64_t max_cache_lines = std::uint64_t{1} << 31;
 // 0 | 1 switches.
 bool parse_switch(const std::string& name, const std::string& v) {
   const std::uint64_t x = parse_uint(name, v);
-  if (x > 1) throw std::invalid_argument(name + "=" + v + " is out of range: expected 0 or 1");
+  if (x > 1) throw invalid_argument(name + "=" + v + " is out of range: expected 0 or 1");
   return x != 0;
 }
 }  // namespace
 
-std::size_t parse_size(const std::string& text) { return detail::parse_size(text); }
+std::size_t parse_size(const std::string& text) {
+  try {
+    return detail::parse_size(text);
+  } catch (const std::invalid_argument& e) {
+    throw invalid_argument(e.what());  // detail::parse_size is header-only for the tools
+  }
+}
 
 const char* to_string(controller_kind k) { return k == controller_kind::host ? "host" : "memory"; }
 const char* to_string(direct_io d) {
@@ -115,20 +121,20 @@ controller_kind parse_controller(const std::string& s) {
   const std::string v = lower(s);
   if (v == "host") return controller_kind::host;
   if (v == "memory") return controller_kind::memory;
-  throw std::invalid_argument("controller: expected host or memory, got '" + s + "'");
+  throw invalid_argument("controller: expected host or memory, got '" + s + "'");
 }
 direct_io parse_direct(const std::string& s) {
   const std::string v = lower(s);
   if (v == "off" || v == "0") return direct_io::off;
   if (v == "auto") return direct_io::automatic;
   if (v == "on" || v == "1") return direct_io::on;
-  throw std::invalid_argument("direct: expected off, auto or on, got '" + s + "'");
+  throw invalid_argument("direct: expected off, auto or on, got '" + s + "'");
 }
 delivery parse_delivery(const std::string& s) {
   const std::string v = lower(s);
   if (v == "pull") return delivery::gpu_pull;
   if (v == "copy") return delivery::copy_engine;
-  throw std::invalid_argument("delivery: expected pull or copy, got '" + s + "'");
+  throw invalid_argument("delivery: expected pull or copy, got '" + s + "'");
 }
 
 options options::from_environment() {
@@ -143,8 +149,8 @@ options options::from_environment() {
   if (const char* v = env("WARPSTORE_CACHE_BYTES")) {
     o.cache_bytes = parse_size_var("WARPSTORE_CACHE_BYTES", v);
     if (o.cache_bytes == 0)
-      throw std::invalid_argument(std::string("WARPSTORE_CACHE_BYTES=") + v +
-                                  " is out of range: the cache must hold at least one set of lines");
+      throw invalid_argument(std::string("WARPSTORE_CACHE_BYTES=") + v +
+                             " is out of range: the cache must hold at least one set of lines");
   }
   if (const char* v = env("WARPSTORE_LINE_SIZE"))
     o.line_size = static_cast<std::uint32_t>(
@@ -155,7 +161,7 @@ options options::from_environment() {
     try {
       return parse(v);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(std::string(name) + ": " + e.what());
+      throw invalid_argument(std::string(name) + ": " + e.what());
     }
   };
   if (const char* v = env("WARPSTORE_CONTROLLER"))
@@ -178,9 +184,9 @@ options options::from_environment() {
   if (const char* v = env("WARPSTORE_TIMEOUT_MS")) {
     const std::uint64_t ms = parse_uint("WARPSTORE_TIMEOUT_MS", v);
     if (ms == 0)
-      throw std::invalid_argument(std::string("WARPSTORE_TIMEOUT_MS=") + v +
-                                  " is out of range: the timeout must be positive (from 1 to " +
-                                  std::to_string(max_timeout_ms) + " ms)");
+      throw invalid_argument(std::string("WARPSTORE_TIMEOUT_MS=") + v +
+                             " is out of range: the timeout must be positive (from 1 to " +
+                             std::to_string(max_timeout_ms) + " ms)");
     o.timeout_ns = timeout_ms_limits.checked(v, ms) * 1'000'000ull;
   }
   if (const char* v = env("WARPSTORE_BOUNDS_CHECK"))
@@ -190,7 +196,7 @@ options options::from_environment() {
 }
 
 void options::validate() const {
-  auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
+  auto fail = [](const std::string& m) { throw invalid_argument(m); };
   line_size_limits.check(line_size);
   ways_limits.check(ways);
   if (cache_bytes < std::size_t{line_size} * ways)

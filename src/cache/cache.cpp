@@ -21,15 +21,15 @@ cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
   const std::size_t sets = bytes / (std::size_t{line_size} * ways);
   const std::size_t lines = sets * ways;
   if (lines > (std::size_t{1} << 31))
-    throw std::invalid_argument("cache of " + std::to_string(lines) + " lines is too large");
+    throw invalid_argument("cache of " + std::to_string(lines) + " lines is too large");
   const std::size_t free_mem = runtime::free_device_memory();
   const std::size_t evict_words = std::bit_floor(lines);
   const std::size_t need = lines * (line_size + 12) + sets * 8 + evict_words * 4;
   if (need > free_mem)
-    throw std::invalid_argument("a cache of " + std::to_string(bytes) + " bytes needs " +
-                                std::to_string(need) + " bytes of " +
-                                (runtime::gpu_build() ? "GPU" : "host") + " memory, " +
-                                std::to_string(free_mem) + " are available: choose a smaller cache");
+    throw invalid_argument("a cache of " + std::to_string(bytes) + " bytes needs " +
+                           std::to_string(need) + " bytes of " +
+                           (runtime::gpu_build() ? "GPU" : "host") + " memory, " +
+                           std::to_string(free_mem) + " are available: choose a smaller cache");
   lines_ = runtime::make_device<std::byte>(lines * line_size, false);
   tags_ = runtime::make_device<std::uint64_t>(lines);
   states_ = runtime::make_device<std::uint32_t>(lines);
@@ -55,14 +55,14 @@ cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
 
 std::uint32_t cache::next_source_id() {
   if (next_source_ >= max_sources)
-    throw std::invalid_argument("cache: more than " + std::to_string(max_sources - 1) +
-                                " arrays share one cache");
+    throw invalid_argument("cache: more than " + std::to_string(max_sources - 1) +
+                           " arrays share one cache");
   return next_source_++;
 }
 
 void cache::register_source(std::uint32_t id, const cache_source& where) {
   if (id == 0 || id >= next_source_)
-    throw std::invalid_argument("cache: source id " + std::to_string(id) + " was not handed out");
+    throw invalid_argument("cache: source id " + std::to_string(id) + " was not handed out");
   runtime::copy_to_device(sources_.get() + id, &where, sizeof where);
 }
 
