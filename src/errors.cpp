@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <string>
+#include <utility>
 
 #include "warpstore/error.h"
 
@@ -69,10 +70,92 @@ std::string message(const error_record& r, const std::string& where) {
   if (r.count > 1) m += " (and " + std::to_string(r.count - 1) + " more errors)";
   return m;
 }
+
+// The record's fields; no LBA (nor offset) where no command was issued.
+error_info recorded_info(const error_record& r, const std::string& where) {
+  error_info i;
+  i.kind = r.kind;
+  i.path = where;
+  i.index = r.index;
+  i.status = nvme::status{r.status};
+  i.count = r.count;
+  const bool refused = i.status.type() == nvme::status_type::generic &&
+                       i.status.code() == nvme::sc::namespace_write_protected;
+  if (r.kind != error_kind::index_out_of_range && !refused) {
+    i.lba = r.lba;
+    i.offset = r.lba * nvme::block_size;
+  }
+  return i;
+}
+
+error_info with_kind(error_kind k, std::string path, std::optional<std::uint64_t> offset = {}) {
+  error_info i;
+  i.kind = k;
+  i.path = std::move(path);
+  i.offset = offset;
+  return i;
+}
+
 }  // namespace
 
+error_info file_info(std::string path, int err, std::optional<std::uint64_t> offset) {
+  error_info i = with_kind(error_kind::file, std::move(path), offset);
+  i.sys_errno = err;
+  return i;
+}
+
+const char* to_string(error_kind k) {
+  switch (k) {
+    case error_kind::none:
+      return "none";
+    case error_kind::io:
+      return "io";
+    case error_kind::index_out_of_range:
+      return "index_out_of_range";
+    case error_kind::deadline:
+      return "deadline";
+    case error_kind::file:
+      return "file";
+    case error_kind::invalid_argument:
+      return "invalid_argument";
+    case error_kind::invalid_state:
+      return "invalid_state";
+    case error_kind::corrupt:
+      return "corrupt";
+    case error_kind::no_space:
+      return "no_space";
+    case error_kind::runtime:
+      return "runtime";
+    case error_kind::cancelled:
+      return "cancelled";
+  }
+  return "unknown";
+}
+
 io_error::io_error(const error_record& rec, const std::string& where)
-    : std::runtime_error(message(rec, where)), record_(rec) {}
+    : error_as(recorded_info(rec, where), message(rec, where)) {}
+
+file_error::file_error(int err, const std::string& what, std::string path,
+                       std::optional<std::uint64_t> offset)
+    : error_as(file_info(std::move(path), err, offset), err, std::generic_category(), what) {}
+
+invalid_argument::invalid_argument(const std::string& what, std::string path,
+                                   std::optional<std::uint64_t> offset)
+    : error_as(with_kind(error_kind::invalid_argument, std::move(path), offset), what) {}
+
+logic_error::logic_error(const std::string& what, std::string path)
+    : error_as(with_kind(error_kind::invalid_state, std::move(path)), what) {}
+
+runtime_error::runtime_error(const std::string& what)
+    : error_as(with_kind(error_kind::runtime, {}), what) {}
+
+runtime_error::runtime_error(const std::string& what, error_info info)
+    : error_as(
+          [&] {
+            if (info.kind == error_kind::none) info.kind = error_kind::runtime;
+            return std::move(info);
+          }(),
+          what) {}
 
 void raise_recorded(const error_record& rec, const std::string& where) {
   if (rec.kind == error_kind::index_out_of_range) throw index_error(rec, where);

@@ -1,6 +1,7 @@
 #include "warpstore/settings_table.h"
 
 #include "warpstore/detail/parse_size.h"
+#include "warpstore/error.h"
 
 #include <algorithm>
 #include <bit>
@@ -31,17 +32,17 @@ std::uint64_t parse_uint(const std::string& name, const std::string& v) {
   bool digits = !v.empty();
   for (char c : v) digits = digits && std::isdigit(static_cast<unsigned char>(c));
   if (!digits)
-    throw std::invalid_argument(name + ": expected a non-negative integer, got '" + v + "'");
+    throw invalid_argument(name + ": expected a non-negative integer, got '" + v + "'");
   std::size_t used = 0;
   unsigned long long x = 0;
   try {
     x = std::stoull(v, &used);
   } catch (const std::out_of_range&) {
-    throw std::invalid_argument(name + "=" + v + " is out of range: the largest integer is " +
+    throw invalid_argument(name + "=" + v + " is out of range: the largest integer is " +
                                 std::to_string(UINT64_MAX));
   }
   if (used != v.size())
-    throw std::invalid_argument(name + ": expected a non-negative integer, got '" + v + "'");
+    throw invalid_argument(name + ": expected a non-negative integer, got '" + v + "'");
   return x;
 }
 
@@ -50,7 +51,7 @@ std::uint64_t parse_size_var(const std::string& name, const std::string& v) {
   try {
     return detail::parse_size(v);
   } catch (const std::invalid_argument& e) {
-    throw std::invalid_argument(name + ": " + e.what());
+    throw invalid_argument(name + ": " + e.what());
   }
 }
 
@@ -60,7 +61,13 @@ constexpr std::uint64_t max_cache_lines = std::uint64_t{1} << 31;
 
 }  // namespace
 
-std::size_t parse_size(const std::string& text) { return detail::parse_size(text); }
+std::size_t parse_size(const std::string& text) {
+  try {
+    return detail::parse_size(text);
+  } catch (const std::invalid_argument& e) {
+    throw invalid_argument(e.what());  // detail::parse_size is header-only for the tools
+  }
+}
 
 const char* to_string(controller_kind k) { return k == controller_kind::host ? "host" : "memory"; }
 const char* to_string(direct_io d) {
@@ -72,20 +79,20 @@ controller_kind parse_controller(const std::string& s) {
   const std::string v = lower(s);
   if (v == "host") return controller_kind::host;
   if (v == "memory") return controller_kind::memory;
-  throw std::invalid_argument("controller: expected host or memory, got '" + s + "'");
+  throw invalid_argument("controller: expected host or memory, got '" + s + "'");
 }
 direct_io parse_direct(const std::string& s) {
   const std::string v = lower(s);
   if (v == "off" || v == "0") return direct_io::off;
   if (v == "auto") return direct_io::automatic;
   if (v == "on" || v == "1") return direct_io::on;
-  throw std::invalid_argument("direct: expected off, auto or on, got '" + s + "'");
+  throw invalid_argument("direct: expected off, auto or on, got '" + s + "'");
 }
 delivery parse_delivery(const std::string& s) {
   const std::string v = lower(s);
   if (v == "pull") return delivery::gpu_pull;
   if (v == "copy") return delivery::copy_engine;
-  throw std::invalid_argument("delivery: expected pull or copy, got '" + s + "'");
+  throw invalid_argument("delivery: expected pull or copy, got '" + s + "'");
 }
 
 // ---- the table ---------------------------------------------------------------
@@ -259,13 +266,13 @@ void setting::apply(options& o, const std::string& text, const std::string& sour
     try {
       put_word(o, text);
     } catch (const std::invalid_argument& e) {
-      throw std::invalid_argument(source + ": " + e.what());
+      throw invalid_argument(source + ": " + e.what());
     }
     return;
   }
   const std::uint64_t v = type == setting_type::size ? parse_size_var(source, text) : parse_uint(source, text);
   if (v < min || v > max || (power_of_two && !std::has_single_bit(v)))
-    throw std::invalid_argument(source + "=" + text + " is out of range: " + name + " must be " +
+    throw invalid_argument(source + "=" + text + " is out of range: " + name + " must be " +
                                 range());
   put(o, v);
 }
@@ -289,7 +296,7 @@ options options::from_environment() {
 }
 
 void options::validate() const {
-  auto fail = [](const std::string& m) { throw std::invalid_argument(m); };
+  auto fail = [](const std::string& m) { throw invalid_argument(m); };
   // "service_threads must be from 1 to 256 (WARPSTORE_THREADS), got 0".
   for (const setting& s : table) {
     if (s.type != type::size && s.type != type::count) continue;

@@ -5,20 +5,18 @@
 #pragma once
 
 #include <cstddef>
-#include <cstring>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-namespace warpstore {
+#include "warpstore/error.h"
 
-// Raised for every failed CUDA call and every broken runtime invariant.
-class runtime_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+// Failed CUDA calls and broken runtime invariants raise warpstore::runtime_error
+// (warpstore/error.h).
+namespace warpstore {
 
 namespace runtime {
 

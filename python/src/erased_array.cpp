@@ -21,12 +21,14 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
     opts.cache_bytes = shared->bytes();
     opts.line_size = shared->line_size();
   }
-  if (rows == 0 || row_bytes == 0) throw std::invalid_argument(path + ": the array is empty");
+  if (rows == 0 || row_bytes == 0)
+    throw warpstore::invalid_argument(path + ": the array is empty", path);
   if (word_bytes == 0 || word_bytes > 16 || (word_bytes & (word_bytes - 1)) != 0 ||
       row_bytes % word_bytes != 0)
-    throw std::invalid_argument(path + ": word size " + std::to_string(word_bytes) +
-                                " must be a power of two up to 16 dividing the row of " +
-                                std::to_string(row_bytes) + " bytes");
+    throw warpstore::invalid_argument(path + ": word size " + std::to_string(word_bytes) +
+                                          " must be a power of two up to 16 dividing the row of " +
+                                          std::to_string(row_bytes) + " bytes",
+                                      path);
   opts.validate();
   const std::uint64_t words = rows * (row_bytes / word_bytes);
   base_ = with_word(word_bytes, [&]<class W>() -> std::unique_ptr<detail::array_base> {
@@ -69,7 +71,7 @@ erased_array::started erased_array::start(const void* idx, std::uint32_t index_b
                                           std::uint64_t n, void* out, std::uintptr_t stream,
                                           const interrupt_poll& poll) const {
   if (index_bytes != 4 && index_bytes != 8)
-    throw std::invalid_argument("indices must be 32- or 64-bit integers");
+    throw warpstore::invalid_argument("indices must be 32- or 64-bit integers");
   started s;
   if (n == 0) return s;
   // The service threads poll at full speed while the gather's reads run,

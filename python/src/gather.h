@@ -42,9 +42,16 @@ using interrupt_poll = std::function<bool()>;
 
 // Raised by gather when interrupt_poll asked it to stop. The array stays
 // usable: the reads in flight finished, the rest were never started.
-class cancelled : public std::runtime_error {
+class cancelled : public runtime_error {
  public:
-  cancelled() : std::runtime_error("gather cancelled") {}
+  cancelled() : runtime_error("gather cancelled", cancelled_info()) {}
+
+ private:
+  static error_info cancelled_info() {
+    error_info i;
+    i.kind = error_kind::cancelled;
+    return i;
+  }
 };
 
 // A storage-backed array whose element type is erased: `word_bytes` is the

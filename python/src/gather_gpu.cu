@@ -76,7 +76,8 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
   if (row_words == 1) {
     const std::uint64_t blocks = (n + block_threads - 1) / block_threads;
-    if (blocks > 0x7fffffffull) throw std::invalid_argument("gather of too many elements at once");
+    if (blocks > 0x7fffffffull)
+      throw warpstore::invalid_argument("gather of too many elements at once");
     gather_elements_kernel<<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(a, idx, out, n,
                                                                                   rec);
   } else {
@@ -197,7 +198,7 @@ void uva_gather(const void* host_src, std::uint64_t row_bytes, const std::int64_
                 std::uint64_t n, void* out, std::uintptr_t stream) {
   if (row_bytes % 16 != 0 || reinterpret_cast<std::uintptr_t>(host_src) % 16 != 0 ||
       reinterpret_cast<std::uintptr_t>(out) % 16 != 0)
-    throw std::invalid_argument("uva_gather: rows and buffers must be 16-byte aligned");
+    throw warpstore::invalid_argument("uva_gather: rows and buffers must be 16-byte aligned");
   void* src = nullptr;
   WARPSTORE_CUDA_TRY(cudaHostGetDevicePointer(&src, const_cast<void*>(host_src), 0));
   const auto s = reinterpret_cast<cudaStream_t>(stream);

@@ -10,12 +10,13 @@
 #include <atomic>
 #include <cerrno>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
-#include <cstring>
-#include <memory>
 #include <string>
+#include <utility>
 
 #include "gather.cuh"
 #include "gather.h"
@@ -42,9 +43,9 @@ options make_options(std::uint64_t cache_bytes, std::uint32_t line_size,
   o.direct = parse_direct(direct);
   o.service_threads = threads;
   if (timeout_ms == 0 || timeout_ms > ~std::uint64_t{0} / 1'000'000ull)
-    throw std::invalid_argument("deadline of " + std::to_string(timeout_ms) +
-                                " ms is out of range: it must be from 1 ms to " +
-                                std::to_string(~std::uint64_t{0} / 1'000'000ull) + " ms");
+    throw warpstore::invalid_argument("deadline of " + std::to_string(timeout_ms) +
+                                      " ms is out of range: it must be from 1 ms to " +
+                                      std::to_string(~std::uint64_t{0} / 1'000'000ull) + " ms");
   o.timeout_ns = timeout_ms * 1'000'000ull;
   o.validate();
   return o;
@@ -249,9 +250,11 @@ class py_array {
            std::shared_ptr<shared_cache> shared)
       : path_(path), device_(python::current_device()), shared_(std::move(shared)) {
     if (shared_ && shared_->device != device_)
-      throw std::invalid_argument(path + ": the cache is on cuda:" +
-                                  std::to_string(shared_->device) + ", the current device is cuda:" +
-                                  std::to_string(device_));
+      throw warpstore::invalid_argument(path + ": the cache is on cuda:" +
+                                            std::to_string(shared_->device) +
+                                            ", the current device is cuda:" +
+                                            std::to_string(device_),
+                                        path);
     if (shared_) {
       // Ids of arrays freed without close() go back before this one takes one.
       nb::gil_scoped_release release;
@@ -326,7 +329,7 @@ class py_array {
         const python::interrupt_poll p = std::ref(poll);
         if (!runtime::gpu_build()) {
           if (!on_host(idx))
-            throw std::invalid_argument(
+            throw warpstore::invalid_argument(
                 "this is the CPU target: indices must be CPU tensors (GPU tensors need a GPU "
                 "build on a machine with a GPU)");
           first_bad = a.gather(idx.data(), index_bytes, n, out.data(), 0, p);
@@ -334,11 +337,12 @@ class py_array {
           first_bad = staged_gather(a, idx.data(), index_bytes, n, out.data(), p);
         } else if (idx.device_type() == nb::device::cuda::value) {
           if (idx.device_id() != device_)
-            throw std::invalid_argument("indices are on cuda:" + std::to_string(idx.device_id()) +
-                                        ", the array's cache on cuda:" + std::to_string(device_));
+            throw warpstore::invalid_argument(
+                "indices are on cuda:" + std::to_string(idx.device_id()) +
+                ", the array's cache on cuda:" + std::to_string(device_));
           first_bad = a.gather(idx.data(), index_bytes, n, out.data(), stream, p);
         } else {
-          throw std::invalid_argument("indices must be on the CPU or a CUDA device");
+          throw warpstore::invalid_argument("indices must be on the CPU or a CUDA device");
         }
       }
     } catch (...) {
@@ -357,10 +361,10 @@ class py_array {
     const std::uint64_t n = idx.shape(0);
     if (runtime::gpu_build() && (idx.device_type() != nb::device::cuda::value ||
                                  idx.device_id() != device_))
-      throw std::invalid_argument("gather_async takes indices on the array's device (cuda:" +
-                                  std::to_string(device_) + ")");
+      throw warpstore::invalid_argument("gather_async takes indices on the array's device (cuda:" +
+                                        std::to_string(device_) + ")");
     if (!runtime::gpu_build() && !on_host(idx))
-      throw std::invalid_argument("this is the CPU target: indices must be CPU tensors");
+      throw warpstore::invalid_argument("this is the CPU target: indices must be CPU tensors");
     auto p = std::make_shared<pending_call>();
     signal_poll poll;
     try {
@@ -469,23 +473,24 @@ class py_array {
  private:
   static std::uint32_t check_indices(const nb::ndarray<nb::ro, nb::c_contig>& idx,
                                      const nb::ndarray<nb::c_contig>& out) {
-    if (idx.ndim() != 1) throw std::invalid_argument("indices must be one-dimensional");
+    if (idx.ndim() != 1) throw warpstore::invalid_argument("indices must be one-dimensional");
     const nb::dlpack::dtype t = idx.dtype();
     if (t.code != static_cast<std::uint8_t>(nb::dlpack::dtype_code::Int) ||
         (t.bits != 32 && t.bits != 64) || t.lanes != 1)
       throw nb::type_error("indices must be int32 or int64");
     if (idx.device_type() != out.device_type() || idx.device_id() != out.device_id())
-      throw std::invalid_argument("indices and output must be on the same device");
+      throw warpstore::invalid_argument("indices and output must be on the same device");
     return t.bits / 8;
   }
   static void check_output(const erased_array& a, const nb::ndarray<nb::c_contig>& out,
                            std::uint64_t n) {
     if (out.nbytes() != n * a.row_bytes())
-      throw std::invalid_argument("output holds " + std::to_string(out.nbytes()) +
-                                  " bytes, the gather needs " + std::to_string(n * a.row_bytes()));
+      throw warpstore::invalid_argument("output holds " + std::to_string(out.nbytes()) +
+                                        " bytes, the gather needs " +
+                                        std::to_string(n * a.row_bytes()));
     if (reinterpret_cast<std::uintptr_t>(out.data()) % a.word_bytes() != 0)
-      throw std::invalid_argument("output is not aligned to " + std::to_string(a.word_bytes()) +
-                                  " bytes");
+      throw warpstore::invalid_argument("output is not aligned to " +
+                                        std::to_string(a.word_bytes()) + " bytes");
   }
 
   // Finishes gather_async calls: every one (block: close() and
@@ -524,7 +529,7 @@ class py_array {
 
  private:
   const erased_array& open_array() const {
-    if (!a_) throw std::invalid_argument(path_ + ": the array is closed");
+    if (!a_) throw warpstore::invalid_argument(path_ + ": the array is closed", path_);
     return *a_;
   }
 
@@ -596,37 +601,87 @@ PyObject* decoded(const std::string& s) {
   return PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "backslashreplace");
 }
 
-// OSError(err, message, path): Python picks the subclass from err
-// (PermissionError for EACCES, FileNotFoundError for ENOENT, ...); the
-// filename decodes as os.fsdecode would, so it equals the str given to open().
-void set_os_error(int err, const std::string& msg, const std::string& path) {
-  PyObject* args = Py_BuildValue(
-      "(iNN)", err, decoded(msg),
-      PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size())));
-  PyErr_SetObject(PyExc_OSError, args);
+// A path as Python text, decoded as os.fsdecode would, so it equals the str
+// given to open(); None for no path.
+PyObject* fs_path(const std::string& path) {
+  if (path.empty()) Py_RETURN_NONE;
+  return PyUnicode_DecodeFSDefaultAndSize(path.data(), static_cast<Py_ssize_t>(path.size()));
+}
+
+PyObject* optional_int(const std::optional<std::uint64_t>& v) {
+  if (!v) Py_RETURN_NONE;
+  return PyLong_FromUnsignedLongLong(*v);
+}
+
+// The Python exception for a warpstore error, chosen from its kind:
+// index_out_of_range: IndexError; io, deadline: OSError(EIO, message, path);
+// file: OSError(errno, message, path), so Python picks the subclass
+// (PermissionError for EACCES, FileNotFoundError for ENOENT, ...);
+// invalid_argument: ValueError; anything else RuntimeError. Every one
+// carries the error's fields as attributes (warpstore/_errors.py lists
+// them): kind (a string), path, index, lba, offset, status (the raw NVMe
+// status), count; None where a field is not known, and row and position
+// None (the Python layer knows them).
+void set_python_error(const warpstore::error& e) {
+  const error_info& i = e.info();
+  PyObject* type = PyExc_RuntimeError;
+  PyObject* args = nullptr;
+  switch (i.kind) {
+    case error_kind::index_out_of_range:
+      type = PyExc_IndexError;
+      break;
+    case error_kind::io:
+    case error_kind::deadline:
+    case error_kind::file:
+      type = PyExc_OSError;
+      args =
+          Py_BuildValue("(iNN)", i.kind == error_kind::file && i.sys_errno != 0 ? i.sys_errno : EIO,
+                        decoded(e.what()), fs_path(i.path));
+      break;
+    case error_kind::invalid_argument:
+      type = PyExc_ValueError;
+      break;
+    default:
+      break;
+  }
+  if (args == nullptr) args = Py_BuildValue("(N)", decoded(e.what()));
+  PyObject* exc = args ? PyObject_Call(type, args, nullptr) : nullptr;
   Py_XDECREF(args);
+  if (exc == nullptr) return;  // the error raised while building it stays set
+  const std::pair<const char*, PyObject*> fields[] = {
+      {"kind", PyUnicode_FromString(to_string(i.kind))},
+      {"path", fs_path(i.path)},
+      {"index", optional_int(i.index)},
+      {"lba", optional_int(i.lba)},
+      {"offset", optional_int(i.offset)},
+      {"status", i.status.raw != 0 ? PyLong_FromUnsignedLong(i.status.raw) : Py_NewRef(Py_None)},
+      {"count", PyLong_FromUnsignedLongLong(i.count)},
+      {"row", Py_NewRef(Py_None)},
+      {"position", Py_NewRef(Py_None)},
+  };
+  bool ok = true;
+  for (const auto& [name, value] : fields) {
+    ok = ok && value != nullptr && PyObject_SetAttrString(exc, name, value) == 0;
+    Py_XDECREF(value);
+  }
+  if (ok) PyErr_SetObject(reinterpret_cast<PyObject*>(Py_TYPE(exc)), exc);
+  Py_DECREF(exc);
 }
 
 }  // namespace
 
 NB_MODULE(WARPSTORE_PY_MODULE, m) {
   m.doc() = "warpstore extension (use the warpstore package, not this module)";
-  // The one place C++ errors become Python ones. Read failures become
-  // OSError(EIO, message, path): the message names the element, the LBA and
-  // the byte offset. Failed system calls on the file (open, stat) become
-  // OSError(errno, message, path), so EACCES is a PermissionError. Out-of-
-  // range indices recorded on the device (the Python layer checks them
-  // first) become IndexError; bad arguments ValueError.
+  // The one place C++ errors become Python ones: every warpstore error by its
+  // kind and fields (set_python_error), never by its message. Out-of-range
+  // indices recorded on the device (the Python layer checks them first)
+  // become IndexError, failed reads and system calls OSError with the path,
+  // bad arguments ValueError.
   nb::register_exception_translator([](const std::exception_ptr& p, void*) {
     try {
       std::rethrow_exception(p);
-    } catch (const index_error& e) {
-      PyErr_SetObject(PyExc_IndexError, nb::steal(decoded(e.what())).ptr());
-    } catch (const io_error& e) {
-      const std::string msg = e.what();
-      set_os_error(EIO, msg, msg.substr(0, msg.find(": ")));
-    } catch (const file_error& e) {
-      set_os_error(e.code().value(), e.what(), e.path());
+    } catch (const warpstore::error& e) {
+      set_python_error(e);
     } catch (const std::invalid_argument& e) {
       PyErr_SetObject(PyExc_ValueError, nb::steal(decoded(e.what())).ptr());
     }
@@ -730,9 +785,10 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
          nb::ndarray<nb::c_contig> out, std::uint64_t row_bytes, std::uintptr_t stream) {
         if (!on_host(src) || idx.device_type() != nb::device::cuda::value ||
             out.device_type() != nb::device::cuda::value)
-          throw std::invalid_argument("uva_gather: pinned host source, CUDA indices and output");
+          throw warpstore::invalid_argument(
+              "uva_gather: pinned host source, CUDA indices and output");
         if (out.nbytes() != idx.shape(0) * row_bytes)
-          throw std::invalid_argument("uva_gather: output size does not match");
+          throw warpstore::invalid_argument("uva_gather: output size does not match");
         nb::gil_scoped_release release;
         python::uva_gather(src.data(), row_bytes, idx.data(), idx.shape(0), out.data(), stream);
       },

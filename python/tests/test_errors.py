@@ -1,4 +1,5 @@
 """Errors are loud, precise and of the Python type a user expects; nothing hangs."""
+import errno
 import os
 
 import numpy as np
@@ -91,3 +92,55 @@ def test_read_failure_is_an_os_error_with_path_and_offset(tmp_path):
         # The shrink is named; the read that failed is the cause.
         assert "is now 4096 bytes, the array needs 4194304" in str(e.value)
         assert "byte " + str(4000 * 1024) in str(e.value.__cause__)
+
+
+# -- fields: every error says what it knows as attributes, not only in words --
+
+def test_out_of_range_index_has_fields(features):
+    path, _ = features
+    with warpstore.open(path, "float32", (20000, 100), **SMALL) as a:
+        with pytest.raises(IndexError) as e:
+            a[np.array([0, 5, 20003])]
+        assert (e.value.kind, e.value.path, e.value.index, e.value.row, e.value.position) == (
+            "index_out_of_range", path, 20003, 20003, 2)
+        assert e.value.lba is None and e.value.offset is None and e.value.status is None
+        with pytest.raises(IndexError) as e:
+            a[-20001]
+        assert (e.value.index, e.value.position, e.value.path) == (-20001, None, path)
+
+
+def test_read_failure_has_path_row_lba_offset_and_status(tmp_path):
+    data = np.random.default_rng(1).standard_normal((4096, 256)).astype(np.float32)
+    path = write(tmp_path / "shrinks.f32", data)
+    with warpstore.open(path, "float32", (4096, 256), cache="256KiB", threads=2,
+                        controller="host", line_size=4096) as a:
+        a[[0]]
+        os.truncate(path, 4096)
+        with pytest.raises(OSError) as e:
+            a[[1, 4000]]
+    for err in (e.value, e.value.__cause__):  # the shrink, and the read that failed
+        assert err.kind == "io" and err.path == path and err.filename == path
+        assert err.errno == errno.EIO
+        assert err.row == 4000
+        assert err.index is not None  # the element (word of the cache) the read needed
+        assert err.offset == 4000 * 1024 and err.lba == err.offset // 512
+        assert err.status & 0x7FF != 0  # a failure; the message names the same one
+        sct, sc = (err.status >> 8) & 0x7, err.status & 0xFF
+        assert f"(sct {sct:#x}, sc {sc:#04x})" in str(e.value.__cause__)
+        assert err.count >= 1 and err.position is None
+
+
+def test_closed_array_error_names_the_path(features):
+    path, _ = features
+    a = warpstore.open(path, "float32", (20000, 100), **SMALL)
+    a.close()
+    with pytest.raises(ValueError) as e:
+        a[[0]]
+    assert e.value.kind == "invalid_argument" and e.value.path == path
+    assert e.value.lba is None and e.value.status is None
+
+
+def test_bad_setting_error_from_the_extension_has_a_kind():
+    with pytest.raises(ValueError, match="deadline of 0 ms") as e:
+        warpstore.backend().validate_settings(1 << 20, 4096, "host", 2, 0, "auto")
+    assert e.value.kind == "invalid_argument" and e.value.path is None and e.value.count == 1

@@ -8,6 +8,7 @@ import weakref
 
 import numpy as np
 
+from . import _errors
 from . import settings as _settings
 from ._backend import backend as _backend
 from ._backend import check_cuda_process as _check_cuda_process
@@ -164,18 +165,23 @@ class Array:
                           self._backend_name))
 
     def _raise_if_shrunk(self, error):
-        """After a failed read: if the file is now shorter than the array,
-        says so (the controller only sees a read past the end)."""
+        """After a failed read: names the row that failed, and if the file is
+        now shorter than the array, says so (the controller only sees a read
+        past the end)."""
         from ._files import file_size
 
+        _errors.read_error_fields(error, self._row_bytes, _word_bytes(self._row_bytes))
         need = self._offset + self._shape[0] * self._row_bytes
         try:
             size = file_size(self._path)
         except (OSError, ValueError):
             return
         if size < need:
-            raise OSError(errno.EIO, f"{self._path} is now {size} bytes, the array needs {need} "
-                          f"(the file shrank after open)", self._path) from error
+            shrunk = OSError(errno.EIO, f"{self._path} is now {size} bytes, the array needs {need} "
+                             f"(the file shrank after open)", self._path)
+            fields = {name: getattr(error, name, None) for name in _errors.FIELDS}
+            fields.update(kind="io", path=self._path)
+            raise _errors.with_fields(shrunk, **fields) from error
 
     # -- what it is ------------------------------------------------------
     @property
@@ -270,7 +276,7 @@ class Array:
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
             k = int(key)
             if not -len(self) <= k < len(self):
-                raise IndexError(f"{self._path}: index {k} is out of range for {len(self)} rows")
+                raise _errors.index_error(self._path, k, len(self))
             return self._gather_numpy(np.array([k], dtype=np.int64))[0]
         if isinstance(key, tuple):
             raise TypeError("index with one tensor, slice or integer (row gathers take whole rows)")
@@ -312,8 +318,7 @@ class Array:
             self._raise_if_shrunk(e)
             raise
         if pos >= 0:
-            raise IndexError(f"{self._path}: index {lookup(pos)} (at position {pos}) is out of "
-                             f"range for {len(self)} rows")
+            raise _errors.index_error(self._path, lookup(pos), len(self), pos)
 
     def _gather_numpy(self, idx):
         a = np.asarray(idx)
@@ -323,7 +328,7 @@ class Array:
             a = a.astype(np.int64)  # x[[]]: an empty list is an empty index, as in NumPy
         if a.dtype.kind == "u":
             if a.size and a.max() > np.iinfo(np.int64).max:
-                raise IndexError(f"{self._path}: index {a.max()} is out of range for {len(self)} rows")
+                raise _errors.index_error(self._path, int(a.max()), len(self))
             a = a.astype(np.int64)
         elif a.dtype.kind != "i":
             raise TypeError(f"indices must be integers, got {a.dtype}")
@@ -348,8 +353,7 @@ class Array:
                                 f"position {pos}")
         for pos, v in enumerate(flat):
             if not -2**63 <= v < 2**63:
-                raise IndexError(f"{self._path}: index {v} (at position {pos}) is out of range "
-                                 f"for {len(self)} rows")
+                raise _errors.index_error(self._path, int(v), len(self), pos)
         return a.astype(np.int64)
 
     def _gather_torch(self, idx):
@@ -380,8 +384,7 @@ class Array:
             if bool(big.any()):
                 pos = int(big.reshape(-1).nonzero()[0])
                 value = int(idx.reshape(-1).view(torch.int64)[pos]) % 2**64
-                raise IndexError(f"{self._path}: index {value} (at position {pos}) is out of "
-                                 f"range for {len(self)} rows")
+                raise _errors.index_error(self._path, value, len(self), pos)
         if idx.dtype not in (torch.int32, torch.int64):
             idx = idx.to(torch.int64)
         flat = idx.reshape(-1).contiguous()
@@ -397,8 +400,7 @@ class Array:
         if idx.dtype.kind not in "iu":
             raise TypeError(f"indices must be integers, got {idx.dtype}")
         if idx.dtype.kind == "u" and idx.size and int(idx.max()) > np.iinfo(np.int64).max:
-            raise IndexError(f"{self._path}: index {int(idx.max())} is out of range for "
-                             f"{len(self)} rows")
+            raise _errors.index_error(self._path, int(idx.max()), len(self))
         if idx.dtype not in (cupy.int32, cupy.int64):
             idx = idx.astype(cupy.int64)
         flat = cupy.ascontiguousarray(idx.reshape(-1))
@@ -450,8 +452,7 @@ class Pending:
             a._raise_if_shrunk(e)
             raise
         if pos >= 0:  # raised again by a later wait(), as a read error is
-            raise IndexError(f"{a._path}: index {int(self._flat[pos])} (at position {pos}) is out "
-                             f"of range for {len(a)} rows")
+            raise _errors.index_error(a._path, int(self._flat[pos]), len(a), pos)
         self._impl = None  # the array's resources are back; the rows stay
         import torch
 

@@ -17,28 +17,32 @@ array_base::array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<cont
       bounds_check_(opts.bounds_check),
       eager_write_back_(opts.eager_write_back),
       overlapped_eviction_(opts.overlapped_eviction) {
-  if (!cache_ || !controller_) throw std::invalid_argument("array needs a cache and a controller");
+  if (!cache_ || !controller_) throw invalid_argument("array needs a cache and a controller");
   const std::string& path = controller_->file().path();
   const std::uint64_t file_size = controller_->file().size_bytes();
   if (elem_size == 0 || !std::has_single_bit(elem_size) || elem_size > cache_->line_size())
-    throw std::invalid_argument(path + ": element size " + std::to_string(elem_size) +
-                                " must be a power of two no larger than the line size " +
-                                std::to_string(cache_->line_size()));
+    throw invalid_argument(path + ": element size " + std::to_string(elem_size) +
+                               " must be a power of two no larger than the line size " +
+                               std::to_string(cache_->line_size()),
+                           path);
   if (byte_offset % nvme::block_size != 0)
-    throw std::invalid_argument(path + ": byte offset " + std::to_string(byte_offset) +
-                                " is not a multiple of the " + std::to_string(nvme::block_size) +
-                                "-byte block size");
+    throw invalid_argument(path + ": byte offset " + std::to_string(byte_offset) +
+                               " is not a multiple of the " + std::to_string(nvme::block_size) +
+                               "-byte block size",
+                           path, byte_offset);
   if (byte_offset > file_size)
-    throw std::invalid_argument(path + ": byte offset " + std::to_string(byte_offset) +
-                                " is past the end of the file (" + std::to_string(file_size) +
-                                " bytes)");
+    throw invalid_argument(path + ": byte offset " + std::to_string(byte_offset) +
+                               " is past the end of the file (" + std::to_string(file_size) +
+                               " bytes)",
+                           path, byte_offset);
   if (count_ == 0) count_ = (file_size - byte_offset) / elem_size;
-  if (count_ == 0) throw std::invalid_argument(path + ": no element fits in the file");
+  if (count_ == 0) throw invalid_argument(path + ": no element fits in the file", path);
   if (count_ > (file_size - byte_offset) / elem_size)
-    throw std::invalid_argument(path + ": " + std::to_string(count_) + " elements of " +
-                                std::to_string(elem_size) + " bytes at offset " +
-                                std::to_string(byte_offset) + " need more than the file's " +
-                                std::to_string(file_size) + " bytes");
+    throw invalid_argument(path + ": " + std::to_string(count_) + " elements of " +
+                               std::to_string(elem_size) + " bytes at offset " +
+                               std::to_string(byte_offset) + " need more than the file's " +
+                               std::to_string(file_size) + " bytes",
+                           path);
   source_ = cache_->next_source_id();
   cache_->register_source(source_, cache_source{controller_->device_ref(),
                                                 byte_offset >> nvme::block_shift,

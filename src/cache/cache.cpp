@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "warpstore/cache.cuh"
+#include "warpstore/error.h"
 
 namespace warpstore {
 
@@ -23,15 +24,15 @@ cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
   const std::size_t sets = bytes / (std::size_t{line_size} * ways);
   const std::size_t lines = sets * ways;
   if (lines > (std::size_t{1} << 31))
-    throw std::invalid_argument("cache of " + std::to_string(lines) + " lines is too large");
+    throw invalid_argument("cache of " + std::to_string(lines) + " lines is too large");
   const std::size_t free_mem = runtime::free_device_memory();
   const std::size_t evict_words = std::bit_floor(lines);
   const std::size_t need = lines * (line_size + 12) + sets * 8 + evict_words * 4;
   if (need > free_mem)
-    throw std::invalid_argument("a cache of " + std::to_string(bytes) + " bytes needs " +
-                                std::to_string(need) + " bytes of " +
-                                (runtime::gpu_build() ? "GPU" : "host") + " memory, " +
-                                std::to_string(free_mem) + " are available: choose a smaller cache");
+    throw invalid_argument("a cache of " + std::to_string(bytes) + " bytes needs " +
+                           std::to_string(need) + " bytes of " +
+                           (runtime::gpu_build() ? "GPU" : "host") + " memory, " +
+                           std::to_string(free_mem) + " are available: choose a smaller cache");
   lines_ = runtime::make_device<std::byte>(lines * line_size, false);
   tags_ = runtime::make_device<std::uint64_t>(lines);
   states_ = runtime::make_device<std::uint32_t>(lines);
@@ -63,7 +64,7 @@ std::uint32_t cache::next_source_id() {
     return id;
   }
   if (next_source_ >= max_sources)
-    throw std::invalid_argument("cache: more than " + std::to_string(max_sources - 1) +
+    throw invalid_argument("cache: more than " + std::to_string(max_sources - 1) +
                                 " arrays share one cache at once");
   return next_source_++;
 }
@@ -73,7 +74,7 @@ void cache::register_source(std::uint32_t id, const cache_source& where) {
     std::lock_guard<std::mutex> lock(sources_mutex_);
     if (id == 0 || id >= next_source_ ||
         std::find(free_sources_.begin(), free_sources_.end(), id) != free_sources_.end())
-      throw std::invalid_argument("cache: source id " + std::to_string(id) + " was not handed out");
+      throw invalid_argument("cache: source id " + std::to_string(id) + " was not handed out");
   }
   runtime::copy_to_device(sources_.get() + id, &where, sizeof where);
 }
@@ -82,7 +83,7 @@ void cache::retire_source(std::uint32_t id) {
   std::lock_guard<std::mutex> lock(sources_mutex_);
   if (id == 0 || id >= next_source_ ||
       std::find(free_sources_.begin(), free_sources_.end(), id) != free_sources_.end())
-    throw std::invalid_argument("cache: source id " + std::to_string(id) + " is not in use");
+    throw invalid_argument("cache: source id " + std::to_string(id) + " is not in use");
   const std::size_t n = ref_.num_lines;
   std::vector<std::uint64_t> tags(n);
   std::vector<std::uint32_t> states(n);
@@ -93,7 +94,7 @@ void cache::retire_source(std::uint32_t id) {
     if (tags[i] == 0 || cache_ref::source_of(tags[i]) != id) continue;
     const std::uint32_t busy_bits = line_state::pins | line_state::busy | line_state::dirty;
     if ((states[i] & busy_bits) != 0)
-      throw std::logic_error("cache: source " + std::to_string(id) + " retired with line " +
+      throw logic_error("cache: source " + std::to_string(id) + " retired with line " +
                              std::to_string(i) + " still pinned, being filled or dirty");
     tags[i] = 0;
     states[i] = 0;

@@ -96,13 +96,14 @@ std::uint32_t file_direct_alignment(int fd, std::uint64_t size) {
 void refuse_unsupported_kind(const std::string& path, mode_t mode) {
   if (S_ISREG(mode) || S_ISBLK(mode)) return;
   if (S_ISDIR(mode))
-    throw std::invalid_argument("warpstore: '" + path + "' is a directory, not a file");
+    throw invalid_argument("warpstore: '" + path + "' is a directory, not a file", path);
   const char* kind = S_ISCHR(mode)    ? "a character device"
                      : S_ISFIFO(mode) ? "a FIFO (named pipe)"
                      : S_ISSOCK(mode) ? "a socket"
                                       : "not a regular file";
-  throw std::invalid_argument("warpstore: '" + path + "' is " + kind +
-                              ": only regular files and block devices are supported");
+  throw invalid_argument("warpstore: '" + path + "' is " + kind +
+                             ": only regular files and block devices are supported",
+                         path);
 }
 
 // Share of the file's pages in the page cache, sampled: up to 256 pages
@@ -132,7 +133,7 @@ double sample_resident_share(int fd, std::uint64_t size) {
 
 backing_file::backing_file(const std::string& path, direct_io mode, file_access access)
     : path_(path), access_(access) {
-  if (path.empty()) throw std::invalid_argument("warpstore: backing file path is empty");
+  if (path.empty()) throw invalid_argument("warpstore: backing file path is empty");
   // Look before opening: an open of a FIFO waits for a writer, and a
   // directory or device refused by open() would get a less clear message.
   {
@@ -173,9 +174,10 @@ backing_file::backing_file(const std::string& path, direct_io mode, file_access 
       // blocks of the device.
       if (sector <= 0 || sector % static_cast<int>(nvme::block_size) != 0 ||
           sector > static_cast<int>(max_direct_alignment))
-        throw std::invalid_argument("warpstore: block device '" + path + "' has a logical block size of " +
-                                    std::to_string(sector) +
-                                    " bytes: only multiples of 512 up to 65536 are supported");
+        throw invalid_argument("warpstore: block device '" + path +
+                                   "' has a logical block size of " + std::to_string(sector) +
+                                   " bytes: only multiples of 512 up to 65536 are supported",
+                               path);
       block_device_ = true;
       logical_block_size_ = static_cast<std::uint32_t>(sector);
       direct_alignment_ = logical_block_size_;

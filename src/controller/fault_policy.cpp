@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "warpstore/error.h"
+
 namespace warpstore {
 
 namespace {
@@ -17,9 +19,9 @@ const char* to_string(fault_kind k) {
 fault_kind parse_fault_kind(const std::string& s) {
   for (std::uint32_t i = 0; i < fault_kind_count; ++i)
     if (s == kind_names[i]) return static_cast<fault_kind>(i);
-  throw std::invalid_argument("unknown fault kind '" + s +
-                              "' (none, io_error, short_transfer, stall, delay, reorder, "
-                              "thread_death)");
+  throw invalid_argument("unknown fault kind '" + s +
+                         "' (none, io_error, short_transfer, stall, delay, reorder, "
+                         "thread_death)");
 }
 
 std::uint32_t fault_policy::on_data(const fault_action& a, std::uint32_t bytes,

@@ -37,21 +37,21 @@ host_controller::host_controller(std::shared_ptr<backing_file> file, const optio
       queues_(queue_count(opts), opts.queue_depth, slot_bytes, opts.deliver == delivery::gpu_pull,
               opts.timeout_ns) {
   faults_ = std::move(faults);
-  if (!file_) throw std::invalid_argument("host controller: no backing file");
+  if (!file_) throw invalid_argument("host controller: no backing file");
   if (opts.service_threads == 0)
-    throw std::invalid_argument("host controller: service_threads must be at least 1");
+    throw invalid_argument("host controller: service_threads must be at least 1");
   if (opts.uring_depth == 0 || opts.uring_depth > 32768)
-    throw std::invalid_argument("host controller: uring_depth must be 1..32768, got " +
+    throw invalid_argument("host controller: uring_depth must be 1..32768, got " +
                                 std::to_string(opts.uring_depth));
   if (file_->block_device() && file_->direct() && file_->logical_block_size() > slot_bytes)
-    throw std::invalid_argument(
+    throw invalid_argument(
         "warpstore: block device '" + file_->path() + "' has " +
         std::to_string(file_->logical_block_size()) + "-byte logical blocks, more than the " +
         std::to_string(slot_bytes) + "-byte cache line: direct I/O cannot read a line; use a line "
         "size (WARPSTORE_LINE_SIZE) of at least " + std::to_string(file_->logical_block_size()) +
         " bytes, or WARPSTORE_DIRECT=off");
   if (slot_bytes > (std::uint32_t{1} << 16) * nvme::block_size)
-    throw std::invalid_argument("host controller: slot size " + std::to_string(slot_bytes) +
+    throw invalid_argument("host controller: slot size " + std::to_string(slot_bytes) +
                                 " exceeds the largest NVMe transfer (65536 blocks)");
 
   // Buffered writes go through one write thread (see write_combiner).

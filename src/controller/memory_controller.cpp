@@ -29,10 +29,10 @@ memory_controller::memory_controller(std::shared_ptr<backing_file> file, unsigne
   const std::uint64_t chunk = ((size / n) + (1u << 20)) & ~std::uint64_t{(1u << 20) - 1};
   std::vector<std::thread> threads;
   std::vector<std::string> failures(n);
+  std::vector<error_info> failed(n);
   // Plain buffered reads: an O_DIRECT descriptor needs aligned lengths at EOF.
   const int fd = ::open(file_->path().c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0)
-    throw std::system_error(errno, std::generic_category(), "open " + file_->path());
+  if (fd < 0) throw file_error(errno, "open " + file_->path(), file_->path());
   for (unsigned t = 0; t < n; ++t) {
     threads.emplace_back([&, t] {
       std::uint64_t off = std::min<std::uint64_t>(size, t * chunk);
@@ -43,8 +43,10 @@ memory_controller::memory_controller(std::shared_ptr<backing_file> file, unsigne
                                   static_cast<off_t>(off));
         if (r < 0 && errno == EINTR) continue;
         if (r <= 0) {
+          const int err = r == 0 ? 0 : errno;
+          failed[t] = file_info(file_->path(), err, off);
           failures[t] = "reading " + file_->path() + " at byte " + std::to_string(off) + ": " +
-                        (r == 0 ? std::string("unexpected end of file") : std::strerror(errno));
+                        (r == 0 ? std::string("unexpected end of file") : std::strerror(err));
           return;
         }
         off += static_cast<std::uint64_t>(r);
@@ -53,8 +55,8 @@ memory_controller::memory_controller(std::shared_ptr<backing_file> file, unsigne
   }
   for (auto& th : threads) th.join();
   ::close(fd);
-  for (const std::string& f : failures)
-    if (!f.empty()) throw runtime_error("memory controller: " + f);
+  for (unsigned t = 0; t < n; ++t)
+    if (!failures[t].empty()) throw runtime_error("memory controller: " + failures[t], failed[t]);
   if (file_->writable()) {
     chunks_ = ((std::max<std::uint64_t>(capacity_blocks_, 1) << nvme::block_shift) +
                (std::uint64_t{1} << chunk_shift) - 1) >> chunk_shift;
@@ -89,11 +91,13 @@ void memory_controller::make_durable() {
       const ssize_t w = ::pwrite(fd, data_.get() + off, end - off, static_cast<off_t>(off));
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) {
+        const int err = w < 0 ? errno : 0;
         for (std::uint64_t k = off >> chunk_shift; k < e; ++k)  // not written: still dirty
           dirty(k).store(1, detail::memory_order_relaxed);
         throw runtime_error("memory controller: writing back " + file_->path() + " at byte " +
-                            std::to_string(off) + ": " +
-                            (w == 0 ? std::string("nothing written") : std::strerror(errno)));
+                                std::to_string(off) + ": " +
+                                (w == 0 ? std::string("nothing written") : std::strerror(err)),
+                            file_info(file_->path(), err, off));
       }
       off += static_cast<std::uint64_t>(w);
     }
@@ -106,9 +110,12 @@ void memory_controller::make_durable() {
     }
     c = e;
   }
-  if (::fdatasync(fd) != 0)
-    throw runtime_error("memory controller: fdatasync of " + file_->path() + ": " +
-                        std::strerror(errno));
+  if (::fdatasync(fd) != 0) {
+    const int err = errno;
+    throw runtime_error(
+        "memory controller: fdatasync of " + file_->path() + ": " + std::strerror(err),
+        file_info(file_->path(), err));
+  }
 }
 
 io_ref memory_controller::device_ref() const {

@@ -20,10 +20,13 @@ void pread_all(int fd, std::byte* dst, std::size_t bytes, std::uint64_t offset,
   while (done < bytes) {
     const ssize_t n = ::pread(fd, dst + done, bytes - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
+    if (n < 0) {
+      const int err = errno;
       throw runtime_error("power-cut layer: reading the pre-image at offset " +
-                         std::to_string(offset + done) + " of '" + path +
-                         "' failed: " + std::strerror(errno));
+                              std::to_string(offset + done) + " of '" + path +
+                              "' failed: " + std::strerror(err),
+                          file_info(path, err, offset + done));
+    }
     if (n == 0) {  // past the end of the file: the block held nothing there
       std::memset(dst + done, 0, bytes - done);
       return;
@@ -38,9 +41,12 @@ void pwrite_all(int fd, const std::byte* src, std::size_t bytes, std::uint64_t o
   while (done < bytes) {
     const ssize_t n = ::pwrite(fd, src + done, bytes - done, static_cast<off_t>(offset + done));
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0)
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
       throw runtime_error("power-cut layer: restoring offset " + std::to_string(offset + done) +
-                         " of '" + path + "' failed: " + std::strerror(n < 0 ? errno : EIO));
+                              " of '" + path + "' failed: " + std::strerror(err),
+                          file_info(path, err, offset + done));
+    }
     done += static_cast<std::size_t>(n);
   }
 }

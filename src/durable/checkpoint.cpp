@@ -24,9 +24,19 @@ enum op_code : int { op_scan = 0, op_checkpoint = 1, op_restore = 2 };
 
 std::string errno_text(int e) { return std::string(std::strerror(e)); }
 
-[[noreturn]] void raise_sys(const std::string& what, int e) {
-  throw checkpoint_error(what + ": " + errno_text(e), checkpoint_phase::none,
-                         nvme::status::make(nvme::status_type::generic, nvme::sc::internal_error));
+[[noreturn]] void raise_sys(const std::string& path, const std::string& what, int e) {
+  throw checkpoint_error(
+      "checkpoint file " + path + ": " + what + ": " + errno_text(e), checkpoint_phase::none,
+      nvme::status::make(nvme::status_type::generic, nvme::sc::internal_error), file_info(path, e));
+}
+
+// What a checkpoint_error knows besides its status: the group's file, and
+// the kind where the status does not tell it.
+error_info group_info(const std::string& path, error_kind kind = error_kind::none) {
+  error_info i;
+  i.kind = kind;
+  i.path = path;
+  return i;
 }
 
 // Creates `path` if missing and grows it to at least `bytes` (zeros); the
@@ -39,16 +49,16 @@ void size_file(const std::string& path, std::uint64_t bytes) {
     fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     created = fd >= 0;
   }
-  if (fd < 0) raise_sys("checkpoint file " + path + ": open", errno);
+  if (fd < 0) raise_sys(path, "open", errno);
   struct stat st {};
   if (::fstat(fd, &st) != 0) {
     const int e = errno;
     ::close(fd);
-    raise_sys("checkpoint file " + path + ": fstat", e);
+    raise_sys(path, "fstat", e);
   }
   if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
     ::close(fd);
-    throw std::invalid_argument("checkpoint file " + path + " is not a regular file");
+    throw invalid_argument("checkpoint file " + path + " is not a regular file", path);
   }
   if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) < bytes) {
     // Zeros written, not a hole: every later checkpoint overwrites blocks
@@ -63,15 +73,14 @@ void size_file(const std::string& path, std::uint64_t bytes) {
       if (w <= 0) {
         const int e = w < 0 ? errno : EIO;
         ::close(fd);
-        raise_sys("checkpoint file " + path + ": growing it to " + std::to_string(bytes) + " bytes",
-                  e);
+        raise_sys(path, "growing it to " + std::to_string(bytes) + " bytes", e);
       }
       at += static_cast<std::uint64_t>(w);
     }
     if (::fsync(fd) != 0) {
       const int e = errno;
       ::close(fd);
-      raise_sys("checkpoint file " + path + ": fsync after growing it", e);
+      raise_sys(path, "fsync after growing it", e);
     }
   }
   ::close(fd);
@@ -129,12 +138,12 @@ checkpoint_group::checkpoint_group() = default;
 checkpoint_group::~checkpoint_group() = default;
 
 checkpoint_group& checkpoint_group::add(void* device, std::uint64_t bytes, std::string name) {
-  if (controller_) throw std::logic_error("checkpoint group: add('" + name + "') after open()");
-  if (device == nullptr) throw std::invalid_argument("checkpoint buffer '" + name + "' is null");
-  if (bytes == 0) throw std::invalid_argument("checkpoint buffer '" + name + "' has 0 bytes");
+  if (controller_) throw logic_error("checkpoint group: add('" + name + "') after open()", path_);
+  if (device == nullptr) throw invalid_argument("checkpoint buffer '" + name + "' is null");
+  if (bytes == 0) throw invalid_argument("checkpoint buffer '" + name + "' has 0 bytes");
   if (reinterpret_cast<std::uintptr_t>(device) % 16 != 0)
-    throw std::invalid_argument("checkpoint buffer '" + name +
-                                "' is not 16-byte aligned (device allocations are)");
+    throw invalid_argument("checkpoint buffer '" + name +
+                           "' is not 16-byte aligned (device allocations are)");
   entry e;
   e.buffer = {};
   e.buffer.kind = checkpoint_buffer_kind::device;
@@ -148,7 +157,7 @@ checkpoint_group& checkpoint_group::add(void* device, std::uint64_t bytes, std::
 checkpoint_group& checkpoint_group::add_array(detail::array_base& a,
                                               const array_ref<std::byte>& view,
                                               std::uint64_t bytes, std::string name) {
-  if (controller_) throw std::logic_error("checkpoint group: add('" + name + "') after open()");
+  if (controller_) throw logic_error("checkpoint group: add('" + name + "') after open()", path_);
   entry e;
   e.buffer = {};
   e.buffer.kind = checkpoint_buffer_kind::array;
@@ -180,9 +189,9 @@ checkpoint_layout checkpoint_group::layout() const {
 
 void checkpoint_group::open(const std::string& path, const options& opts,
                             const controller_opener& open, const checkpoint_options& copts) {
-  if (controller_) throw std::logic_error("checkpoint group " + path_ + ": open() twice");
+  if (controller_) throw logic_error("checkpoint group " + path_ + ": open() twice", path_);
   if (buffers_.empty())
-    throw std::invalid_argument("checkpoint group " + path + ": no buffers registered");
+    throw invalid_argument("checkpoint group " + path + ": no buffers registered", path);
   opts_ = opts;
   opts_.writable = true;
   opts_.validate();
@@ -190,13 +199,16 @@ void checkpoint_group::open(const std::string& path, const options& opts,
   const checkpoint_layout l = layout();
   size_file(path, l.file_bytes);
   std::shared_ptr<controller> ctl = open ? open(path, opts_) : make_controller(path, opts_);
-  if (!ctl) throw std::invalid_argument("checkpoint group " + path + ": the opener returned no controller");
+  if (!ctl)
+    throw invalid_argument("checkpoint group " + path + ": the opener returned no controller",
+                           path);
   if (!ctl->file().writable())
-    throw std::invalid_argument("checkpoint group " + path + ": the controller opened it read-only");
+    throw invalid_argument("checkpoint group " + path + ": the controller opened it read-only",
+                           path);
   if (ctl->file().capacity_blocks() * nvme::block_size < l.file_bytes)
-    throw std::invalid_argument("checkpoint group " + path + ": the controller sees " +
-                                std::to_string(ctl->file().size_bytes()) + " bytes, the layout needs " +
-                                std::to_string(l.file_bytes));
+    throw invalid_argument("checkpoint group " + path + ": the controller sees " +
+                           std::to_string(ctl->file().size_bytes()) + " bytes, the layout needs " +
+                           std::to_string(l.file_bytes));
   path_ = path;
 
   const std::uint32_t chunk = opts_.line_size;
@@ -264,13 +276,15 @@ void checkpoint_group::open(const std::string& path, const options& opts,
         "checkpoint file " + p + " holds checkpoint " + std::to_string(s.sequences[k]) + " of " +
             std::to_string(s.buffer_counts[k]) + " buffers in another layout than this group's " +
             std::to_string(ref_.buffer_count) +
-            " buffers: not overwriting it (use another file, or checkpoint_options::discard_foreign)",
-        checkpoint_phase::record_read, nvme::status::ok());
+            " buffers: not overwriting it (use another file, or "
+            "checkpoint_options::discard_foreign)",
+        checkpoint_phase::record_read, nvme::status::ok(),
+        group_info(p, error_kind::invalid_argument));
   }
 }
 
 void checkpoint_group::require_open(const char* what) const {
-  if (!controller_) throw std::logic_error(std::string("checkpoint group: ") + what + " before open()");
+  if (!controller_) throw logic_error(std::string("checkpoint group: ") + what + " before open()");
 }
 
 checkpoint_ref checkpoint_group::ref() const {
@@ -326,7 +340,17 @@ void checkpoint_group::raise(const checkpoint_control& c, const char* what) cons
   } catch (const std::exception& e) {
     m += std::string("; controller: ") + e.what();
   }
-  throw checkpoint_error(m, f.state == 2 ? f.phase : checkpoint_phase::none, st);
+  error_info info = group_info(path_);
+  if (f.state == 2) {
+    info.count = f.count;
+    if (f.lba != 0 || f.phase == checkpoint_phase::data_write ||
+        f.phase == checkpoint_phase::data_read || f.phase == checkpoint_phase::record_write ||
+        f.phase == checkpoint_phase::record_read) {
+      info.lba = f.lba;
+      info.offset = f.lba * nvme::block_size;
+    }
+  }
+  throw checkpoint_error(m, f.state == 2 ? f.phase : checkpoint_phase::none, st, std::move(info));
 }
 
 checkpoint_outcome checkpoint_group::run_and_check(int op, std::uint32_t warps, const char* what) {
@@ -342,7 +366,8 @@ checkpoint_outcome checkpoint_group::finish_named(const char* what) {
   if (c.operations == seen_operations_)
     throw checkpoint_error("checkpoint group " + path_ + ": " + what +
                                " did not finish (did every warp 0..warps-1 call it exactly once?)",
-                           checkpoint_phase::none, nvme::status::ok());
+                           checkpoint_phase::none, nvme::status::ok(),
+                           group_info(path_, error_kind::invalid_state));
   seen_operations_ = c.operations;
   if (c.fault.state != 0 || c.outcome == checkpoint_outcome::failed) {
     // Clear the fault for the next operation, then raise it.
@@ -360,7 +385,7 @@ std::uint64_t checkpoint_group::checkpoint() {
   const checkpoint_outcome o = run_and_check(op_checkpoint, default_warps(), "checkpoint");
   if (o != checkpoint_outcome::committed)
     throw checkpoint_error("checkpoint group " + path_ + ": checkpoint ended " + to_string(o),
-                           checkpoint_phase::none, nvme::status::ok());
+                           checkpoint_phase::none, nvme::status::ok(), group_info(path_));
   return read_control().outcome_sequence;
 }
 
@@ -368,9 +393,9 @@ restore_result checkpoint_group::restore() {
   require_open("restore()");
   for (const entry& e : buffers_)
     if (e.array != nullptr && !e.array->writable())
-      throw std::invalid_argument("checkpoint group " + path_ + ": cannot restore " +
-                                  describe_buffer(static_cast<std::uint32_t>(&e - buffers_.data())) +
-                                  ": the array is read-only (options::writable)");
+      throw invalid_argument("checkpoint group " + path_ + ": cannot restore " +
+                             describe_buffer(static_cast<std::uint32_t>(&e - buffers_.data())) +
+                             ": the array is read-only (options::writable)");
   restore_result r;
   std::string skipped;
   for (int attempt = 0; attempt < 3; ++attempt) {
@@ -392,10 +417,10 @@ restore_result checkpoint_group::restore() {
         continue;
       case checkpoint_outcome::empty:
         if (r.skipped != 0)
-          throw checkpoint_error("checkpoint group " + path_ +
-                                     ": no checkpoint's data verifies: " + skipped +
-                                     "; the buffers hold unverified bytes",
-                                 checkpoint_phase::data_read, nvme::status::ok());
+          throw checkpoint_error("checkpoint group " + path_ + ": no checkpoint's data verifies: " +
+                                     skipped + "; the buffers hold unverified bytes",
+                                 checkpoint_phase::data_read, nvme::status::ok(),
+                                 group_info(path_, error_kind::corrupt));
         r.outcome = o;
         return r;
       case checkpoint_outcome::layout_mismatch: {
@@ -405,15 +430,17 @@ restore_result checkpoint_group::restore() {
                                    std::to_string(c.buffer_counts[s]) +
                                    " buffers in another layout than this group's " +
                                    std::to_string(ref_.buffer_count) + "; nothing restored",
-                               checkpoint_phase::record_read, nvme::status::ok());
+                               checkpoint_phase::record_read, nvme::status::ok(),
+                               group_info(path_, error_kind::invalid_argument));
       }
       default:
         throw checkpoint_error("checkpoint group " + path_ + ": restore ended " + to_string(o),
-                               checkpoint_phase::none, nvme::status::ok());
+                               checkpoint_phase::none, nvme::status::ok(), group_info(path_));
     }
   }
-  throw checkpoint_error("checkpoint group " + path_ + ": no checkpoint's data verifies: " + skipped,
-                         checkpoint_phase::data_read, nvme::status::ok());
+  throw checkpoint_error(
+      "checkpoint group " + path_ + ": no checkpoint's data verifies: " + skipped,
+      checkpoint_phase::data_read, nvme::status::ok(), group_info(path_, error_kind::corrupt));
 }
 
 std::uint64_t checkpoint_group::latest_sequence() const {

@@ -3,20 +3,35 @@
 // through the queues of the controllers (detail::run_block_io runs the
 // transfers on this target: GPU warps, or CPU threads), so the log behaves
 // under crashes exactly as the kernels that append to it do.
+#include "warpstore/durable/log.cuh"
+
 #include <algorithm>
 #include <bit>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "warpstore/durable/log.cuh"
-
 namespace warpstore::durable {
 
 namespace {
+
+// What a log_error knows: the log's file, the kind, and the LBA (and byte
+// offset) of a failed command.
+error_info log_info(error_kind kind, const std::string& path,
+                    std::optional<std::uint64_t> lba = std::nullopt) {
+  error_info i;
+  i.kind = kind;
+  i.path = path;
+  if (lba) {
+    i.lba = *lba;
+    i.offset = *lba * nvme::block_size;
+  }
+  return i;
+}
 
 std::string byte_text(std::uint64_t lba) {
   return "LBA " + std::to_string(lba) + " (byte " + std::to_string(lba * nvme::block_size) + ")";
@@ -44,10 +59,10 @@ class block_mover {
     for (std::size_t i = 0; i < st.size(); ++i) {
       const nvme::status s{st[i]};
       if (!s.success())
-        throw log_error(ctl_.file().path() + ": " + what + ": " + (write ? "writing " : "reading ") +
-                            std::to_string(reqs[i].blocks) + " blocks at " +
-                            byte_text(reqs[i].slba) + " failed: " + describe(s),
-                        s);
+        throw log_error(ctl_.file().path() + ": " + what + ": " +
+                            (write ? "writing " : "reading ") + std::to_string(reqs[i].blocks) +
+                            " blocks at " + byte_text(reqs[i].slba) + " failed: " + describe(s),
+                        s, log_info(kind_of(s), ctl_.file().path(), reqs[i].slba));
     }
   }
 
@@ -60,9 +75,9 @@ class block_mover {
     runtime::copy_to_host(&raw, status.get(), sizeof raw);
     ctl_.check();
     if (!nvme::status{raw}.success())
-      throw log_error(ctl_.file().path() + ": " + what + ": FLUSH failed: " +
-                          describe(nvme::status{raw}),
-                      nvme::status{raw});
+      throw log_error(
+          ctl_.file().path() + ": " + what + ": FLUSH failed: " + describe(nvme::status{raw}),
+          nvme::status{raw}, log_info(kind_of(nvme::status{raw}), ctl_.file().path()));
     ctl_.make_durable();
   }
 
@@ -104,15 +119,15 @@ void encode_host(std::byte* at, std::uint32_t epoch, std::uint32_t region, std::
 
 void log_layout::validate() const {
   if (line_size < 512 || line_size > 65536 || !std::has_single_bit(line_size))
-    throw std::invalid_argument("log line size " + std::to_string(line_size) +
-                                " must be a power of two from 512 B to 64 KiB");
+    throw invalid_argument("log line size " + std::to_string(line_size) +
+                           " must be a power of two from 512 B to 64 KiB");
   if (regions == 0 || regions > (1u << 20))
-    throw std::invalid_argument("log regions " + std::to_string(regions) +
-                                " must be between 1 and 2^20");
+    throw invalid_argument("log regions " + std::to_string(regions) +
+                           " must be between 1 and 2^20");
   if (region_bytes == 0 || region_bytes % line_size != 0 || region_bytes > (1ull << 40))
-    throw std::invalid_argument("log region bytes " + std::to_string(region_bytes) +
-                                " must be a non-zero multiple of the line size " +
-                                std::to_string(line_size));
+    throw invalid_argument("log region bytes " + std::to_string(region_bytes) +
+                           " must be a non-zero multiple of the line size " +
+                           std::to_string(line_size));
 }
 
 struct write_ahead_log::scan_result {
@@ -123,12 +138,15 @@ struct write_ahead_log::scan_result {
 void write_ahead_log::format(controller& ctl, const log_layout& layout) {
   layout.validate();
   const std::string& path = ctl.file().path();
-  if (!ctl.file().writable()) throw log_error(path + ": formatting a log needs a writable open");
+  if (!ctl.file().writable())
+    throw log_error(path + ": formatting a log needs a writable open", nvme::status::ok(),
+                    log_info(error_kind::invalid_argument, path));
   if (ctl.file().size_bytes() < layout.file_bytes())
     throw log_error(path + ": a log of " + std::to_string(layout.regions) + " regions of " +
-                    std::to_string(layout.region_bytes) + " bytes needs " +
-                    std::to_string(layout.file_bytes()) + " bytes; the file has " +
-                    std::to_string(ctl.file().size_bytes()));
+                        std::to_string(layout.region_bytes) + " bytes needs " +
+                        std::to_string(layout.file_bytes()) + " bytes; the file has " +
+                        std::to_string(ctl.file().size_bytes()),
+                    nvme::status::ok(), log_info(error_kind::invalid_argument, path));
   // Zeroes every region (a reused file must not hold entries that check),
   // a chunk of lines at a time, then the superblocks, then FLUSH.
   const std::uint32_t L = layout.line_size;
@@ -160,11 +178,15 @@ void write_ahead_log::format(controller& ctl, const log_layout& layout) {
 
 write_ahead_log::write_ahead_log(std::shared_ptr<controller> ctl, const options& opts)
     : ctl_(std::move(ctl)), opts_(opts) {
-  if (!ctl_) throw std::invalid_argument("write_ahead_log needs a controller");
+  if (!ctl_) throw invalid_argument("write_ahead_log needs a controller");
   const std::string& path = ctl_->file().path();
-  if (!ctl_->file().writable()) throw log_error(path + ": a log must be opened writable");
+  if (!ctl_->file().writable())
+    throw log_error(path + ": a log must be opened writable", nvme::status::ok(),
+                    log_info(error_kind::invalid_argument, path));
   const std::uint32_t L = opts.line_size;
-  if (ctl_->file().size_bytes() < 2ull * L) throw log_error(path + ": too small to be a log");
+  if (ctl_->file().size_bytes() < 2ull * L)
+    throw log_error(path + ": too small to be a log", nvme::status::ok(),
+                    log_info(error_kind::corrupt, path));
   auto buf = runtime::make_device<std::byte>(2 * std::size_t{L});
   block_mover(*ctl_).transfer(false, line_requests(0, 0, 2, L, ctl_->file().capacity_blocks()),
                               buf.get(), "reading the log superblocks");
@@ -175,21 +197,25 @@ write_ahead_log::write_ahead_log(std::shared_ptr<controller> ctl, const options&
   std::memcpy(&b, host.data() + L, sizeof b);
   const bool va = superblock_valid(a), vb = superblock_valid(b);
   if (!va && !vb)
-    throw log_error(path + ": not a warpstore log (neither superblock copy checks)");
+    throw log_error(path + ": not a warpstore log (neither superblock copy checks)",
+                    nvme::status::ok(), log_info(error_kind::corrupt, path));
   const log_superblock& s = !vb || (va && a.epoch > b.epoch) ? a : b;
   if (s.line_size != L)
     throw log_error(path + ": the log was formatted with " + std::to_string(s.line_size) +
-                    "-byte lines; open it with options::line_size " + std::to_string(s.line_size) +
-                    ", not " + std::to_string(L));
+                        "-byte lines; open it with options::line_size " +
+                        std::to_string(s.line_size) + ", not " + std::to_string(L),
+                    nvme::status::ok(), log_info(error_kind::invalid_argument, path));
   layout_ = log_layout{s.line_size, s.regions, s.region_bytes};
   try {
     layout_.validate();
   } catch (const std::invalid_argument& e) {
-    throw log_error(path + ": bad log superblock: " + e.what());
+    throw log_error(path + ": bad log superblock: " + e.what(), nvme::status::ok(),
+                    log_info(error_kind::corrupt, path));
   }
   if (ctl_->file().size_bytes() < layout_.file_bytes())
     throw log_error(path + ": the log needs " + std::to_string(layout_.file_bytes()) +
-                    " bytes; the file has " + std::to_string(ctl_->file().size_bytes()));
+                        " bytes; the file has " + std::to_string(ctl_->file().size_bytes()),
+                    nvme::status::ok(), log_info(error_kind::corrupt, path));
   epoch_ = s.epoch;
   ring_ = runtime::make_device<std::byte>(std::size_t{layout_.regions + 1} * 2 * L);
   tails_ = runtime::make_device<std::uint64_t>(std::size_t{layout_.regions + 1} * 2);
@@ -334,8 +360,9 @@ recovery_report write_ahead_log::recover(controller* data, const recovery_hooks&
   if (!undo.empty()) {
     if (data == nullptr)
       throw log_error(path() + ": holds " + std::to_string(undo.size()) +
-                      " before-images of unfinished transactions, but recovery was given no "
-                      "data file to write them to");
+                          " before-images of unfinished transactions, but recovery was given no "
+                          "data file to write them to",
+                      nvme::status::ok(), log_info(error_kind::invalid_argument, path()));
     const std::uint64_t data_bytes = data->file().size_bytes();
     // The data lines the before-images cover: read them, patch them in undo
     // order on the host, write them back whole.
@@ -344,11 +371,13 @@ recovery_report write_ahead_log::recover(controller* data, const recovery_hooks&
       const std::uint64_t t = e->header.target, n = e->header.payload_bytes;
       if (n == 0) continue;
       if (t > data_bytes || n > data_bytes - t)
-        throw log_error(path() + ": a before-image of transaction " + std::to_string(e->header.txn) +
-                        " (region " + std::to_string(e->region) + ", byte " + std::to_string(e->pos) +
-                        ") covers bytes " + std::to_string(t) + ".." + std::to_string(t + n) +
-                        ", past the end of " + data->file().path() + " (" +
-                        std::to_string(data_bytes) + " bytes)");
+        throw log_error(path() + ": a before-image of transaction " +
+                            std::to_string(e->header.txn) + " (region " +
+                            std::to_string(e->region) + ", byte " + std::to_string(e->pos) +
+                            ") covers bytes " + std::to_string(t) + ".." + std::to_string(t + n) +
+                            ", past the end of " + data->file().path() + " (" +
+                            std::to_string(data_bytes) + " bytes)",
+                        nvme::status::ok(), log_info(error_kind::corrupt, path()));
       for (std::uint64_t l = t / L; l <= (t + n - 1) / L; ++l) line_index.emplace(l, 0);
     }
     std::vector<detail::block_io_request> reqs;
@@ -399,8 +428,7 @@ recovery_report write_ahead_log::recover(controller* data, const recovery_hooks&
 }
 
 log_ref write_ahead_log::ref() const {
-  if (!recovered_)
-    throw std::logic_error(path() + ": recover() the log before appending to it");
+  if (!recovered_) throw logic_error(path() + ": recover() the log before appending to it", path());
   const std::uint32_t L = layout_.line_size;
   log_ref r{};
   r.io = ctl_->device_ref();
@@ -428,23 +456,28 @@ void write_ahead_log::check() {
     throw log_error(where + "the region is full: an append needed " + std::to_string(rec.index) +
                         " bytes of its " + std::to_string(layout_.region_bytes) +
                         " (truncate more often or format larger regions)",
-                    st);
+                    st, log_info(error_kind::no_space, path()));
   if (misuse && st.code() == nvme::sc::invalid_field)
-    throw log_error(where + (rec.source >= layout_.regions
-                                 ? "no such device region (the log has " +
-                                       std::to_string(layout_.regions) + ")"
-                                 : "an entry with " + std::to_string(rec.index) +
-                                       " payload bytes does not fit in a line of " +
-                                       std::to_string(layout_.line_size) + " bytes"),
-                    st);
+    throw log_error(
+        where + (rec.source >= layout_.regions
+                     ? "no such device region (the log has " + std::to_string(layout_.regions) + ")"
+                     : "an entry with " + std::to_string(rec.index) +
+                           " payload bytes does not fit in a line of " +
+                           std::to_string(layout_.line_size) + " bytes"),
+        st, log_info(error_kind::invalid_argument, path()));
   if (rec.lba == 0)
     throw log_error(path() + ": FLUSH from a kernel failed: " + describe(st) + " (" +
                         std::to_string(rec.count) + " errors)",
-                    st);
+                    st, log_info(kind_of(st), path()));
   throw log_error(where + (rec.kind == error_kind::deadline ? "deadline exceeded " : "") +
                       "writing line " + std::to_string(rec.index) + " at " + byte_text(rec.lba) +
                       " failed: " + describe(st) + " (" + std::to_string(rec.count) + " errors)",
-                  st);
+                  st, [&] {
+                    error_info i = log_info(rec.kind, path(), rec.lba);
+                    i.index = rec.index;
+                    i.count = rec.count;
+                    return i;
+                  }());
 }
 
 void write_ahead_log::flush() {
@@ -454,16 +487,17 @@ void write_ahead_log::flush() {
 }
 
 void write_ahead_log::host_append(const log_entry& e) {
-  if (!recovered_)
-    throw std::logic_error(path() + ": recover() the log before appending to it");
+  if (!recovered_) throw logic_error(path() + ": recover() the log before appending to it", path());
   const std::uint32_t L = layout_.line_size;
   if (e.payload_bytes + sizeof(entry_header) > L)
-    throw std::invalid_argument(path() + ": an entry with " + std::to_string(e.payload_bytes) +
-                                " payload bytes does not fit in a line of " + std::to_string(L));
+    throw invalid_argument(path() + ": an entry with " + std::to_string(e.payload_bytes) +
+                               " payload bytes does not fit in a line of " + std::to_string(L),
+                           path());
   const std::uint32_t bytes = detail::entry_bytes(e.payload_bytes);
   if (host_tail_ + bytes > layout_.region_bytes)
     throw log_error(path() + ": the host region is full (" + std::to_string(layout_.region_bytes) +
-                    " bytes): truncate the log");
+                        " bytes): truncate the log",
+                    nvme::status::ok(), log_info(error_kind::no_space, path()));
   encode_host(host_line_.data() + host_tail_, epoch_, layout_.regions, host_tail_, e);
   const std::uint64_t first = host_tail_ / L, last = (host_tail_ + bytes - 1) / L;
   host_tail_ += bytes;
@@ -486,7 +520,7 @@ void write_ahead_log::commit(std::uint64_t txn) {
 }
 
 void write_ahead_log::truncate() {
-  if (!recovered_) throw std::logic_error(path() + ": recover() the log before truncating it");
+  if (!recovered_) throw logic_error(path() + ": recover() the log before truncating it", path());
   check();
   const std::uint32_t next = epoch_ + 1;
   write_superblock(next);

@@ -16,17 +16,16 @@ queue_pairs::queue_pairs(std::uint32_t count, std::uint32_t depth, std::uint32_t
                          bool with_staging, std::uint64_t timeout_ns)
     : depth_(depth), slot_bytes_(slot_bytes) {
   if (count == 0 || count > 65535)
-    throw std::invalid_argument("queue pair count must be 1..65535, got " + std::to_string(count));
+    throw invalid_argument("queue pair count must be 1..65535, got " + std::to_string(count));
   // A GPU warp takes up to 32 tickets at once; they must not share a slot.
   const std::uint32_t min_depth = runtime::gpu_build() ? 32 : 2;
   if (depth < min_depth || depth > max_queue_depth || !std::has_single_bit(depth))
-    throw std::invalid_argument("queue depth must be a power of two in " +
-                                std::to_string(min_depth) + ".." +
-                                std::to_string(max_queue_depth) + ", got " +
-                                std::to_string(depth));
+    throw invalid_argument("queue depth must be a power of two in " + std::to_string(min_depth) +
+                           ".." + std::to_string(max_queue_depth) + ", got " +
+                           std::to_string(depth));
   if (slot_bytes == 0 || slot_bytes % nvme::block_size != 0)
-    throw std::invalid_argument("queue slot size must be a multiple of 512, got " +
-                                std::to_string(slot_bytes));
+    throw invalid_argument("queue slot size must be a multiple of 512, got " +
+                           std::to_string(slot_bytes));
   const std::size_t entries = std::size_t{count} * depth;
   sq_ = runtime::make_host_mapped<nvme::command>(entries);
   cq_ = runtime::make_host_mapped<nvme::completion>(entries);

@@ -90,6 +90,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "warpstore/controller.h"
@@ -438,14 +439,20 @@ struct log_ref {
 
 // Raised on the host for a log that cannot be used: a bad superblock, a
 // region that filled, an I/O failure while reading, undoing or truncating.
-class log_error : public std::runtime_error {
+// `info` carries what the thrower knows (path, kind, LBA); its status is
+// `st`, and its kind, where not given, follows from `st`.
+class log_error : public ::warpstore::detail::error_as<std::runtime_error> {
  public:
-  explicit log_error(const std::string& what, nvme::status st = nvme::status::ok())
-      : std::runtime_error(what), status_(st) {}
-  nvme::status status() const { return status_; }
+  explicit log_error(const std::string& what, nvme::status st = nvme::status::ok(),
+                     error_info info = {})
+      : error_as(with_status(std::move(info), st), what) {}
 
  private:
-  nvme::status status_;
+  static error_info with_status(error_info info, nvme::status st) {
+    info.status = st;
+    if (info.kind == error_kind::none) info.kind = st.success() ? error_kind::runtime : kind_of(st);
+    return info;
+  }
 };
 
 // Fixed when the log is formatted.

@@ -16,6 +16,7 @@
 #include "warpstore/controller.h"
 #include "warpstore/durable/checkpoint/layout.cuh"
 #include "warpstore/durable/checkpoint/ref.cuh"
+#include "warpstore/error.h"
 #include "warpstore/nvme.h"
 #include "warpstore/runtime.h"
 #include "warpstore/settings.h"
@@ -23,17 +24,23 @@
 namespace warpstore {
 
 // Raised for a checkpoint or restore that failed: names the group's file,
-// the phase, the buffer and byte offset, the LBA and the NVMe status.
-class checkpoint_error : public std::runtime_error {
+// the phase, the buffer and byte offset, the LBA and the NVMe status. `info`
+// carries what the thrower knows (path, kind, LBA); its status is `st`, and
+// its kind, where not given, follows from `st` (runtime when `st` is ok).
+class checkpoint_error : public ::warpstore::detail::error_as<std::runtime_error> {
  public:
-  checkpoint_error(const std::string& what, checkpoint_phase phase, nvme::status st)
-      : std::runtime_error(what), phase_(phase), status_(st) {}
+  checkpoint_error(const std::string& what, checkpoint_phase phase, nvme::status st,
+                   error_info info = {})
+      : error_as(with_status(std::move(info), st), what), phase_(phase) {}
   checkpoint_phase phase() const { return phase_; }
-  nvme::status status() const { return status_; }
 
  private:
+  static error_info with_status(error_info info, nvme::status st) {
+    info.status = st;
+    if (info.kind == error_kind::none) info.kind = st.success() ? error_kind::runtime : kind_of(st);
+    return info;
+  }
   checkpoint_phase phase_;
-  nvme::status status_;
 };
 
 // What the file held, and what restore did with it.
