@@ -102,13 +102,13 @@ void host_controller::wake() {
 }
 
 void host_controller::wake_lanes() {
-  for (unsigned l : lanes_) engine_->wake(l);
+  for (host_detail::io_engine::lane* l : lanes_) host_detail::io_engine::wake(l);
 }
 
 void host_controller::stop_units() noexcept {
   // Off the engine first (no thread runs a round of theirs afterwards), then
   // drained here: a slow drain holds up this call, not other arrays' I/O.
-  for (std::size_t i = 0; i < lanes_.size(); ++i) engine_->detach(workers_[i].get());
+  for (std::size_t i = 0; i < lanes_.size(); ++i) engine_->detach(workers_[i].get(), lanes_[i]);
   for (auto& w : workers_) w->drain();
   // After the units: their drain waits for the writes they handed over.
   if (combiner_) combiner_->stop();

@@ -106,7 +106,7 @@ class host_controller final : public controller {
   std::thread behind_thread_;  // write-behind (options::write_behind_bytes)
   // The engine that runs the units, and the engine thread of each unit.
   std::shared_ptr<host_detail::io_engine> engine_;
-  std::vector<unsigned> lanes_;
+  std::vector<host_detail::io_engine::lane*> lanes_;  // lanes_[i] runs workers_[i]
   // Declared last: detached and drained before anything they use goes away.
   std::vector<std::unique_ptr<worker>> workers_;
 };

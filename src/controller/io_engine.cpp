@@ -124,13 +124,13 @@ unsigned io_engine::threads() const {
   return static_cast<unsigned>(lanes_.size());
 }
 
-unsigned io_engine::attach(service_unit* unit, const std::vector<unsigned>& avoid) {
+io_engine::lane* io_engine::attach(service_unit* unit, const std::vector<lane*>& avoid) {
   lane* best = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     for (int pass = 0; pass < 2 && best == nullptr; ++pass) {
       for (auto& l : lanes_) {
-        if (pass == 0 && std::find(avoid.begin(), avoid.end(), l->index) != avoid.end()) continue;
+        if (pass == 0 && std::find(avoid.begin(), avoid.end(), l.get()) != avoid.end()) continue;
         if (best == nullptr ||
             l->load.load(std::memory_order_relaxed) < best->load.load(std::memory_order_relaxed))
           best = l.get();
@@ -144,38 +144,24 @@ unsigned io_engine::attach(service_unit* unit, const std::vector<unsigned>& avoi
     best->changed.store(++best->generation, std::memory_order_release);
   }
   best->sleep_cv.notify_all();
-  return best->index;
+  return best;
 }
 
-void io_engine::detach(service_unit* unit) {
-  std::vector<lane*> lanes;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    for (auto& l : lanes_) lanes.push_back(l.get());
-  }
-  for (lane* l : lanes) {
-    std::unique_lock<std::mutex> lock(l->mutex);
-    auto it = std::find(l->units.begin(), l->units.end(), unit);
-    if (it == l->units.end()) continue;
-    l->units.erase(it);
-    l->load.fetch_sub(1, std::memory_order_relaxed);
-    const std::uint64_t gen = ++l->generation;
-    l->changed.store(gen, std::memory_order_release);
-    l->sleep_cv.notify_all();
-    // The thread takes the new list between rounds, so it is never inside
-    // the unit's round once it runs `gen`. Rounds are short and bounded.
-    l->acked_cv.wait(lock, [&] { return l->running >= gen; });
-    return;
-  }
+void io_engine::detach(service_unit* unit, lane* l) {
+  std::unique_lock<std::mutex> lock(l->mutex);
+  auto it = std::find(l->units.begin(), l->units.end(), unit);
+  if (it == l->units.end()) return;  // its round threw: the thread dropped it
+  l->units.erase(it);
+  l->load.fetch_sub(1, std::memory_order_relaxed);
+  const std::uint64_t gen = ++l->generation;
+  l->changed.store(gen, std::memory_order_release);
+  l->sleep_cv.notify_all();
+  // The thread takes the new list between rounds, so it is never inside the
+  // unit's round once it runs `gen`. Rounds are short and bounded.
+  l->acked_cv.wait(lock, [&] { return l->running >= gen; });
 }
 
-void io_engine::wake(unsigned t) {
-  lane* l;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (t >= lanes_.size()) return;
-    l = lanes_[t].get();
-  }
+void io_engine::wake(lane* l) {
   l->wake_epoch.fetch_add(1, std::memory_order_seq_cst);
   if (!l->napping.load(std::memory_order_seq_cst)) return;
   { std::lock_guard<std::mutex> lock(l->mutex); }  // the napper is in wait, or will see the epoch

@@ -51,17 +51,20 @@ class io_engine {
   io_engine(const io_engine&) = delete;
   io_engine& operator=(const io_engine&) = delete;
 
+  // One thread, its units and its naps; lives as long as the engine.
+  struct lane;
   // Gives `unit` to the least-loaded thread not in `avoid` (where one is
-  // left), and returns that thread's index.
-  unsigned attach(service_unit* unit, const std::vector<unsigned>& avoid);
-  // Returns once no engine thread runs `unit` or will again.
-  void detach(service_unit* unit);
-  // Thread `t` stops sleeping and polls again (new work announced).
-  void wake(unsigned t);
+  // left), and returns that thread.
+  lane* attach(service_unit* unit, const std::vector<lane*>& avoid);
+  // Takes `unit` off `l` (where attach put it); returns once no engine thread
+  // runs it or will again.
+  void detach(service_unit* unit, lane* l);
+  // Thread `l` stops napping and polls again (new work announced). No lock
+  // unless it naps: callers may wake on every kernel launch.
+  static void wake(lane* l);
   unsigned threads() const;
 
  private:
-  struct lane;  // one thread, its units and its sleep
   io_engine() = default;
   void grow(unsigned threads);
   void run(lane& l);
