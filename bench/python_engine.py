@@ -11,6 +11,13 @@
                            gathers (the shape of a training step: fetch, then
                            CPU work), against op alone after a sleep of the
                            same length
+  engine.gpu_op.beside_gather
+                           a GPU matrix product on the caller's stream while
+                           a gather_async of mostly-missing rows runs on
+                           another stream, against the product alone (ratio:
+                           alone / beside; near 1 when the gather leaves room
+                           on the GPU, far below when the product has to wait
+                           for the whole gather)
   engine.open_arrays_100   100 arrays open at once, one gather on each: the
                            median gather time against one array's alone
                            (value: that ratio)
@@ -64,6 +71,54 @@ def torch_op_seconds(reps=5):
     for _ in range(reps):
         torch.mm(x, x)
     return (time.perf_counter() - t0) / reps
+
+
+def gpu_op_beside_gather(path, data, rng, device, nrows):
+    """engine.gpu_op.beside_gather: a training step's GPU work while a
+    fetch-ahead gather runs beside it (see the module's docstring)."""
+    import torch
+    x = torch.randn(2048, 2048, device=device)
+
+    def op_ms(reps=10):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(reps):
+            torch.mm(x, x)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / reps
+
+    op_ms()
+    alone = statistics.median(op_ms() for _ in range(5))
+    side = torch.cuda.Stream(device)
+    beside, overlapped, gather_ms = [], 0, []
+    with warpstore.open(path, "float32", (-1, DIM), cache="16MiB") as a:
+        for _ in range(7):
+            idx = rng.integers(0, nrows, 131072)
+            ti = torch.from_numpy(idx).to(device)
+            a.clear_cache()  # mostly misses: the gather runs long
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            with torch.cuda.stream(side):
+                p = a.gather_async(ti)
+            beside.append(op_ms())
+            overlapped += not p.done()  # the product ended while the gather still ran
+            got = p.wait()
+            gather_ms.append((time.perf_counter() - t0) * 1e3)
+            if not np.array_equal(got.cpu().numpy(), data[idx]):
+                raise AssertionError("gather_async returned wrong rows")
+    b = statistics.median(beside)
+    print(f"engine.gpu_op.beside_gather: torch.mm 2048^2 on the GPU {b:.3f} ms beside a "
+          f"gather_async of 131072 rows ({statistics.median(gather_ms):.1f} ms), {alone:.3f} ms "
+          f"alone ({alone / b:.2f}); the gather outlasted the product {overlapped} of "
+          f"{len(beside)} times")
+    return {"name": "engine.gpu_op.beside_gather", "value": round(b, 4), "unit": "ms",
+            "ceiling": round(alone, 4), "ceiling_name": "the same torch.mm with no gather running",
+            "ratio": round(alone / b, 3), "verified": True, "mismatches": 0,
+            "params": {"op": "torch.mm 2048x2048 float32, 10 in a row", "gather_rows": 131072,
+                       "cache": "16MiB, cleared before each gather",
+                       "gather_ms": round(statistics.median(gather_ms), 2),
+                       "gather_outlasted_op": f"{overlapped}/{len(beside)}"}}
 
 
 def main():
@@ -133,6 +188,9 @@ def main():
                          "ratio": round(statistics.median(rest) / statistics.median(busy), 3),
                          "verified": True, "mismatches": 0,
                          "params": {"torch_threads": nthreads, "gather_rows": 65536}})
+
+        if have_torch and device != "cpu":
+            rows.append(gpu_op_beside_gather(path, data, rng, device, args.rows))
 
         # 100 arrays open at once.
         idx = rng.integers(0, args.rows, 4096)

@@ -50,16 +50,38 @@ void destroy_call_slot(call_slot& s) noexcept {
 namespace {
 
 constexpr unsigned block_threads = 256;
+// A gather kernel takes at most a quarter of a multiprocessor's registers
+// and threads a block (64 registers a thread), and is launched with at most
+// resident_blocks_per_sm blocks a multiprocessor: half of every
+// multiprocessor stays free for the caller's kernels, which run beside an
+// asynchronous gather instead of queueing behind it. (At 128 registers a
+// thread, two blocks filled a multiprocessor's register file and a training
+// step's kernels waited for the whole gather.)
+constexpr int min_blocks_per_sm = 3;
+constexpr std::uint64_t resident_blocks_per_sm = 2;
 
-template <class W, class I>
-__global__ void gather_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
-                                       call_record* rec) {
-  const std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x;
-  if (k < n) gather_element(a, idx, out, k, &rec->first_bad, &rec->cancel);
+// Blocks for a gather of `items` warps' or threads' worth of work.
+std::uint64_t grid_for(std::uint64_t items, std::uint64_t per_block) {
+  int device = 0, sms = 0;
+  WARPSTORE_CUDA_TRY(cudaGetDevice(&device));
+  WARPSTORE_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
+  return std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>((items + per_block - 1) / per_block,
+                                 resident_blocks_per_sm * static_cast<std::uint64_t>(sms > 0 ? sms : 1)));
 }
 
 template <class W, class I>
-__global__ void gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words,
+__global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
+    gather_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
+                           call_record* rec) {
+  const std::uint64_t threads = gridDim.x * std::uint64_t{blockDim.x};
+  // Whole warps walk the elements together (lanes of one line share its lookup).
+  for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < n; k += threads)
+    gather_element(a, idx, out, k, &rec->first_bad, &rec->cancel);
+}
+
+template <class W, class I>
+__global__ void __launch_bounds__(block_threads, min_blocks_per_sm) gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words,
                                    const I* idx, W* out, std::uint64_t n, call_record* rec) {
   const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
   // k is the same for every lane of a warp: each warp walks its rows whole.
@@ -74,27 +96,15 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   array_ref<W> a = static_cast<const array<W>&>(ea.base()).ref();
   a.errors = &rec->errors;  // this call's errors, not the array's
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
+  // Grid-stride loops over resident blocks only: 16 warps a multiprocessor
+  // keep thousands of misses in flight (more than the controller serves at
+  // once) and leave room for the caller's kernels.
   if (row_words == 1) {
-    const std::uint64_t blocks = (n + block_threads - 1) / block_threads;
-    if (blocks > 0x7fffffffull)
-      throw warpstore::invalid_argument("gather of too many elements at once");
-    gather_elements_kernel<<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(a, idx, out, n,
-                                                                                  rec);
+    gather_elements_kernel<<<static_cast<unsigned>(grid_for(n, block_threads)), block_threads, 0,
+                             s>>>(a, idx, out, n, rec);
   } else {
-    // At most blocks_per_sm blocks a multiprocessor, walking the rows: that
-    // keeps thousands of misses in flight (far more than the controller
-    // serves at once) and leaves room on every multiprocessor for the
-    // caller's kernels while an asynchronous gather runs beside them.
-    constexpr std::uint64_t blocks_per_sm = 4;
-    int device = 0, sms = 0;
-    WARPSTORE_CUDA_TRY(cudaGetDevice(&device));
-    WARPSTORE_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-    const std::uint64_t warps_per_block = block_threads / 32;
-    const std::uint64_t blocks =
-        std::min<std::uint64_t>((n + warps_per_block - 1) / warps_per_block,
-                                blocks_per_sm * static_cast<std::uint64_t>(sms > 0 ? sms : 1));
-    gather_rows_kernel<<<static_cast<unsigned>(blocks), block_threads, 0, s>>>(
-        a, ea.rows(), row_words, idx, out, n, rec);
+    gather_rows_kernel<<<static_cast<unsigned>(grid_for(n, block_threads / 32)), block_threads, 0,
+                         s>>>(a, ea.rows(), row_words, idx, out, n, rec);
   }
   WARPSTORE_CHECK_LAUNCH();
 }
