@@ -60,6 +60,18 @@ constexpr unsigned block_threads = 256;
 constexpr int min_blocks_per_sm = 3;
 constexpr std::uint64_t resident_blocks_per_sm = 2;
 
+// A multiprocessor splits its on-chip memory between L1 and shared memory
+// for the blocks resident on it, and blocks of another split wait until it
+// empties. A gather kernel uses no shared memory, so by default it would
+// take the split with the least, and a matrix product (which wants the
+// most) would queue behind the whole gather: the gather asks for the most.
+template <class K>
+void prefer_shared_memory(K kernel) {
+  static const cudaError_t once = cudaFuncSetAttribute(
+      kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+  WARPSTORE_CUDA_TRY(once);
+}
+
 // Blocks for a gather of `items` warps' or threads' worth of work.
 std::uint64_t grid_for(std::uint64_t items, std::uint64_t per_block) {
   int device = 0, sms = 0;
@@ -100,9 +112,11 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   // keep thousands of misses in flight (more than the controller serves at
   // once) and leave room for the caller's kernels.
   if (row_words == 1) {
+    prefer_shared_memory(gather_elements_kernel<W, I>);
     gather_elements_kernel<<<static_cast<unsigned>(grid_for(n, block_threads)), block_threads, 0,
                              s>>>(a, idx, out, n, rec);
   } else {
+    prefer_shared_memory(gather_rows_kernel<W, I>);
     gather_rows_kernel<<<static_cast<unsigned>(grid_for(n, block_threads / 32)), block_threads, 0,
                          s>>>(a, ea.rows(), row_words, idx, out, n, rec);
   }
