@@ -49,22 +49,27 @@ void destroy_call_slot(call_slot& s) noexcept {
 
 namespace {
 
-constexpr unsigned block_threads = 256;
-// A gather kernel takes at most a quarter of a multiprocessor's registers
-// and threads a block (64 registers a thread), and is launched with at most
-// resident_blocks_per_sm blocks a multiprocessor: half of every
-// multiprocessor stays free for the caller's kernels, which run beside an
-// asynchronous gather instead of queueing behind it. (At 128 registers a
-// thread, two blocks filled a multiprocessor's register file and a training
-// step's kernels waited for the whole gather.)
-constexpr int min_blocks_per_sm = 3;
-constexpr std::uint64_t resident_blocks_per_sm = 2;
+constexpr unsigned block_threads = 256;  // the UVA ceiling kernel's blocks
+
+// Where a gather runs. A gather mostly waits for I/O, and a training step's
+// kernels run beside it (fetch-ahead): they must find whole multiprocessors
+// free, because a matrix product's block takes a multiprocessor's whole
+// register file. Measured on an H100: a gather spread over every
+// multiprocessor, at any occupancy, held a 2048^2 torch.mm beside it back
+// about tenfold, for the whole length of the gather. So a gather runs in
+// blocks of gather_threads threads at 64 registers (one block fills a
+// multiprocessor's register file) on at most 1/gather_sm_share of the
+// multiprocessors (the scheduler places one such block per multiprocessor);
+// 32 warps on each, a thousand on an H100, keep more misses in flight than
+// the controller serves at once.
+constexpr unsigned gather_threads = 1024;
+constexpr std::uint64_t gather_sm_share = 4;
 
 // A multiprocessor splits its on-chip memory between L1 and shared memory
 // for the blocks resident on it, and blocks of another split wait until it
 // empties. A gather kernel uses no shared memory, so by default it would
-// take the split with the least, and a matrix product (which wants the
-// most) would queue behind the whole gather: the gather asks for the most.
+// take the split with the least, and a kernel that wants the most would
+// queue behind it: the gather asks for the most.
 template <class K>
 void prefer_shared_memory(K kernel) {
   static const cudaError_t once = cudaFuncSetAttribute(
@@ -72,18 +77,18 @@ void prefer_shared_memory(K kernel) {
   WARPSTORE_CUDA_TRY(once);
 }
 
-// Blocks for a gather of `items` warps' or threads' worth of work.
+// Blocks for a gather of `items` threads' or warps' worth of work, `per_block` a block.
 std::uint64_t grid_for(std::uint64_t items, std::uint64_t per_block) {
   int device = 0, sms = 0;
   WARPSTORE_CUDA_TRY(cudaGetDevice(&device));
   WARPSTORE_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>((items + per_block - 1) / per_block,
-                                 resident_blocks_per_sm * static_cast<std::uint64_t>(sms > 0 ? sms : 1)));
+  const std::uint64_t most =
+      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(sms) / gather_sm_share);
+  return std::max<std::uint64_t>(1, std::min((items + per_block - 1) / per_block, most));
 }
 
 template <class W, class I>
-__global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
+__global__ void __launch_bounds__(gather_threads, 1)
     gather_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
                            call_record* rec) {
   const std::uint64_t threads = gridDim.x * std::uint64_t{blockDim.x};
@@ -93,8 +98,9 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
 }
 
 template <class W, class I>
-__global__ void __launch_bounds__(block_threads, min_blocks_per_sm) gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words,
-                                   const I* idx, W* out, std::uint64_t n, call_record* rec) {
+__global__ void __launch_bounds__(gather_threads, 1)
+    gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
+                       W* out, std::uint64_t n, call_record* rec) {
   const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
   // k is the same for every lane of a warp: each warp walks its rows whole.
   for (std::uint64_t k = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; k < n;
@@ -108,17 +114,15 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   array_ref<W> a = static_cast<const array<W>&>(ea.base()).ref();
   a.errors = &rec->errors;  // this call's errors, not the array's
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
-  // Grid-stride loops over resident blocks only: 16 warps a multiprocessor
-  // keep thousands of misses in flight (more than the controller serves at
-  // once) and leave room for the caller's kernels.
+  // Grid-stride loops over a share of the multiprocessors (gather_sm_share).
   if (row_words == 1) {
     prefer_shared_memory(gather_elements_kernel<W, I>);
-    gather_elements_kernel<<<static_cast<unsigned>(grid_for(n, block_threads)), block_threads, 0,
+    gather_elements_kernel<<<static_cast<unsigned>(grid_for(n, gather_threads)), gather_threads, 0,
                              s>>>(a, idx, out, n, rec);
   } else {
     prefer_shared_memory(gather_rows_kernel<W, I>);
-    gather_rows_kernel<<<static_cast<unsigned>(grid_for(n, block_threads / 32)), block_threads, 0,
-                         s>>>(a, ea.rows(), row_words, idx, out, n, rec);
+    gather_rows_kernel<<<static_cast<unsigned>(grid_for(n, gather_threads / 32)), gather_threads,
+                         0, s>>>(a, ea.rows(), row_words, idx, out, n, rec);
   }
   WARPSTORE_CHECK_LAUNCH();
 }
