@@ -49,21 +49,20 @@ void destroy_call_slot(call_slot& s) noexcept {
 
 namespace {
 
-constexpr unsigned block_threads = 256;  // the UVA ceiling kernel's blocks
-
-// Where a gather runs. A gather mostly waits for I/O, and a training step's
-// kernels run beside it (fetch-ahead): they must find whole multiprocessors
-// free, because a matrix product's block takes a multiprocessor's whole
-// register file. Measured on an H100: a gather spread over every
-// multiprocessor, at any occupancy, held a 2048^2 torch.mm beside it back
-// about tenfold, for the whole length of the gather. So a gather runs in
-// blocks of gather_threads threads at 64 registers (one block fills a
-// multiprocessor's register file) on at most 1/gather_sm_share of the
-// multiprocessors (the scheduler places one such block per multiprocessor);
-// 32 warps on each, a thousand on an H100, keep more misses in flight than
-// the controller serves at once.
-constexpr unsigned gather_threads = 1024;
-constexpr std::uint64_t gather_sm_share = 4;
+constexpr unsigned block_threads = 256;
+// Where a gather runs, beside a training step's kernels (fetch-ahead). At
+// most 80 registers a thread (three blocks' worth of a multiprocessor's
+// register file) and two resident blocks a multiprocessor: 40 % of every
+// register file stays free. At 128 registers two blocks filled it, nothing
+// ran beside a gather, and a GraphSAGE step waited for its whole fetch
+// (measured on an H100, 2026-11-25: the exposed fetch went from 46 % of the
+// epoch to 8 %). A large matrix product, whose block wants a whole
+// multiprocessor, still waits (engine.gpu_op.beside_gather): confining the
+// gather to a quarter of the multiprocessors freed it, but halved the
+// gather's rate, because a warp picks its queue pair by multiprocessor and
+// so reached only some of the service threads. See BENCHMARKS.md.
+constexpr int min_blocks_per_sm = 3;
+constexpr std::uint64_t resident_blocks_per_sm = 2;
 
 // A multiprocessor splits its on-chip memory between L1 and shared memory
 // for the blocks resident on it, and blocks of another split wait until it
@@ -77,18 +76,18 @@ void prefer_shared_memory(K kernel) {
   WARPSTORE_CUDA_TRY(once);
 }
 
-// Blocks for a gather of `items` threads' or warps' worth of work, `per_block` a block.
+// Blocks for a gather of `items` warps' or threads' worth of work.
 std::uint64_t grid_for(std::uint64_t items, std::uint64_t per_block) {
   int device = 0, sms = 0;
   WARPSTORE_CUDA_TRY(cudaGetDevice(&device));
   WARPSTORE_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  const std::uint64_t most =
-      std::max<std::uint64_t>(1, static_cast<std::uint64_t>(sms) / gather_sm_share);
-  return std::max<std::uint64_t>(1, std::min((items + per_block - 1) / per_block, most));
+  return std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>((items + per_block - 1) / per_block,
+                                 resident_blocks_per_sm * static_cast<std::uint64_t>(sms > 0 ? sms : 1)));
 }
 
 template <class W, class I>
-__global__ void __launch_bounds__(gather_threads, 1)
+__global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
     gather_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
                            call_record* rec) {
   const std::uint64_t threads = gridDim.x * std::uint64_t{blockDim.x};
@@ -98,7 +97,7 @@ __global__ void __launch_bounds__(gather_threads, 1)
 }
 
 template <class W, class I>
-__global__ void __launch_bounds__(gather_threads, 1)
+__global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
     gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
                        W* out, std::uint64_t n, call_record* rec) {
   const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
@@ -114,15 +113,17 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   array_ref<W> a = static_cast<const array<W>&>(ea.base()).ref();
   a.errors = &rec->errors;  // this call's errors, not the array's
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
-  // Grid-stride loops over a share of the multiprocessors (gather_sm_share).
+  // Grid-stride loops over resident blocks only: 16 warps a multiprocessor,
+  // two thousand on an H100, keep more misses in flight than the controller
+  // serves at once.
   if (row_words == 1) {
     prefer_shared_memory(gather_elements_kernel<W, I>);
-    gather_elements_kernel<<<static_cast<unsigned>(grid_for(n, gather_threads)), gather_threads, 0,
+    gather_elements_kernel<<<static_cast<unsigned>(grid_for(n, block_threads)), block_threads, 0,
                              s>>>(a, idx, out, n, rec);
   } else {
     prefer_shared_memory(gather_rows_kernel<W, I>);
-    gather_rows_kernel<<<static_cast<unsigned>(grid_for(n, gather_threads / 32)), gather_threads,
-                         0, s>>>(a, ea.rows(), row_words, idx, out, n, rec);
+    gather_rows_kernel<<<static_cast<unsigned>(grid_for(n, block_threads / 32)), block_threads, 0,
+                         s>>>(a, ea.rows(), row_words, idx, out, n, rec);
   }
   WARPSTORE_CHECK_LAUNCH();
 }
