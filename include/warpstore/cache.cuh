@@ -263,6 +263,22 @@ struct cache_ref {
     return w == ways ? num_lines : base + w;
   }
 
+  // A digest of the set of key `k` (every way's tag and state word): it
+  // changes whenever a line of the set is pinned, released, claimed,
+  // published or replaced. A caller waiting for a line or a victim there is
+  // behind others, not stuck, while it changes (deadline::expired(progress)).
+  // Plain loads; a scan of `ways` words, for the retry path only.
+  WARPSTORE_HD std::uint64_t set_digest(std::uint64_t k) const {
+    const std::uint32_t base = set_of(k) * ways;
+    std::uint64_t h = 0;
+    for (std::uint32_t w = 0; w < ways; ++w) {
+      const std::uint64_t st = state(base + w).load(detail::memory_order_relaxed);
+      h = (h ^ tag(base + w).load(detail::memory_order_relaxed) ^ (st << 32 | w)) *
+          0x9E3779B97F4A7C15ull;
+    }
+    return h;
+  }
+
   // After a write-back: the line is clean and valid again (or, if the WRITE
   // failed, still dirty, so a later flush tries again).
   WARPSTORE_HD void finish_write_back(std::uint32_t slot, bool written) const {

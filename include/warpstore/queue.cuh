@@ -179,7 +179,9 @@ struct queue_pair_ref {
   }
 
   // Waits (bounded) for the completion of `ticket`, helping move the tail and
-  // retire completions meanwhile.
+  // retire completions meanwhile. The deadline counts from the pair's last
+  // progress (a command consumed or a completion retired): behind a long
+  // queue the wait is slow, not stuck, and a timeout here fails the pair.
   WARPSTORE_HD nvme::status wait(std::uint64_t ticket) const {
     detail::deadline dl(timeout_ns);
     nvme::status st;
@@ -191,9 +193,15 @@ struct queue_pair_ref {
       retire_completions();
       if (poll(ticket, st)) return st;
       if (has_failed()) return aborted();
-      if (dl.expired()) return fail();
+      if (dl.expired_unless_moving([&] { return progress(); })) return fail();
       dl.pause();
     }
+  }
+
+  // Moves whenever the pair moves: commands consumed plus completions retired.
+  WARPSTORE_HD std::uint64_t progress() const {
+    return detail::device_atomic<std::uint64_t>(state->sq_head).load(detail::memory_order_relaxed) +
+           detail::device_atomic<std::uint64_t>(state->cq_head).load(detail::memory_order_relaxed);
   }
 
   WARPSTORE_HD bool has_failed() const {

@@ -488,6 +488,38 @@ TEST(HostControllerQueue, LongQueueIsSlowNotStuck) {
   EXPECT_NO_THROW(ctl.check());
 }
 
+TEST(HostControllerQueue, CompletionsHeldPastTheDeadlineAreSlowNotStuck) {
+  // Every completion is held a random 0 to 400 ms, the deadline is 100 ms:
+  // most waiters wait past it while the pair keeps retiring others'
+  // completions. Slow, not stuck: every read completes, right (a timeout
+  // in wait() would fail the whole pair).
+  pattern_file f(1 << 20);
+  options o = test_options(delivery::gpu_pull, 1, 64, 1);
+  o.timeout_ns = 100'000'000ull;
+  fault_plan plan;
+  plan.kind = fault_kind::reorder;
+  plan.probability = 1;
+  plan.hold_ns = 400'000'000ull;
+  plan.seed = 7;
+  auto faults = std::make_shared<planned_faults>(plan);
+  host_controller ctl(std::make_shared<backing_file>(f.path(), o.direct), o, 4096, faults);
+  const queue_pair_ref& qp = ctl.device_ref().queues.pick(0);
+  std::atomic<unsigned> failed{0}, wrong{0};
+  const auto t0 = std::chrono::steady_clock::now();
+  test::run_lanes(48, [&](unsigned lane) {
+    std::vector<std::byte> dst(4096);
+    const nvme::status st = read_blocks(qp, 8 * lane, 8, dst.data());
+    if (!st.success()) failed.fetch_add(1);
+    else if (first_mismatch(dst.data(), 8 * lane * block, 4096, f.bytes()) != -1) wrong.fetch_add(1);
+  });
+  const auto took = std::chrono::steady_clock::now() - t0;
+  EXPECT_EQ(failed.load(), 0u);
+  EXPECT_EQ(wrong.load(), 0u);
+  EXPECT_GT(took, std::chrono::milliseconds(200)) << "no completion was held past the deadline";
+  EXPECT_EQ(faults->injected(), 48u);
+  EXPECT_NO_THROW(ctl.check());
+}
+
 TEST(HostControllerRaw, CompletionFieldsAndFullCompletionQueue) {
   pattern_file f(64 * block);
   auto ctl = make(f, test_options(delivery::gpu_pull, 1, 4, 1));

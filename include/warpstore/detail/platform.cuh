@@ -160,6 +160,16 @@ class deadline {
     }
     return now > end_;
   }
+  // The same, for progress that costs something to read (a scan of a
+  // cache set): `progress()` is called only when the clock is consulted.
+  template <class Progress>
+  WARPSTORE_HD bool expired_unless_moving(Progress&& progress) {
+    if (((spins_ + 1) & 63u) != 1u) {
+      ++spins_;
+      return false;
+    }
+    return expired(progress());
+  }
   WARPSTORE_HD void pause() {
     const unsigned ns = spins_ < 64 ? 32u : (spins_ < 4096 ? 256u : 2048u);
     backoff(ns);

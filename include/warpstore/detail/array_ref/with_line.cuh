@@ -111,7 +111,10 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
       cache.count(&cache_counters::retries, detail::warp::popcount(waiting));
     ++round;
     if (pending) {
-      if (dl.expired()) {
+      // No line or victim for this long, while the set stood still: stuck.
+      // A set that keeps moving (other lanes' fills and releases) is a
+      // cache smaller than the launch's lines: slow, not stuck.
+      if (dl.expired_unless_moving([&] { return cache.set_digest(cache_ref::key(source, line)); })) {
         pending = false;
         errors->record(error_kind::deadline, source, nvme::status::deadline(), index,
                        l.request_for(line, 0).slba);
