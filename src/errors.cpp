@@ -53,6 +53,11 @@ std::string message(const error_record& r, const std::string& where) {
     case error_kind::deadline:
       m += "deadline exceeded reading element " + std::to_string(r.index) + " at LBA " +
            std::to_string(r.lba) + ": " + describe(nvme::status{r.status});
+      if (nvme::status{r.status}.type() == nvme::status_type::vendor &&
+          nvme::status{r.status}.code() == nvme::sc::no_victim)
+        m += "; every line of its cache set stayed pinned for the whole wait: the call pins more "
+             "lines at once than the cache holds (a larger cache, more ways, or fewer lines "
+             "pinned at once)";
       break;
     default:
       if (nvme::status{r.status}.type() == nvme::status_type::generic &&

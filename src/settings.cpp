@@ -150,7 +150,8 @@ const setting table[] = {
      WARPSTORE_NUMERIC(uring_depth)},
     {.name = "timeout_ns", .variable = "WARPSTORE_TIMEOUT_MS", .python = "deadline",
      .flag = "timeout-ms", .type = type::milliseconds, .min = 1, .max = max_timeout_ms,
-     .doc = "every wait is bounded by it; a wait that passes it is an error",
+     .doc = "how long a wait may see no progress (its queue, its cache set) before it is an "
+            "error; 16 times that in all at most",
      .get = [](const options& o) -> std::uint64_t { return o.timeout_ns / 1'000'000ull; },
      .put = [](options& o, std::uint64_t ms) { o.timeout_ns = ms * 1'000'000ull; }},
     {.name = "bounds_check", .variable = "WARPSTORE_BOUNDS_CHECK", .flag = "bounds-check",

@@ -279,6 +279,19 @@ struct cache_ref {
     return h;
   }
 
+  // Whether the set of key `k` lacks `k` and every one of its ways is
+  // pinned (none being filled): no victim until some holder lets go. A hint
+  // from plain loads, for the message of a wait that gave up.
+  WARPSTORE_HD bool set_all_pinned(std::uint64_t k) const {
+    const std::uint32_t base = set_of(k) * ways;
+    if (find_way(base, k) < ways) return false;
+    for (std::uint32_t w = 0; w < ways; ++w) {
+      const std::uint32_t st = state(base + w).load(detail::memory_order_relaxed);
+      if ((st & line_state::pins) == 0 || (st & line_state::busy) != 0) return false;
+    }
+    return true;
+  }
+
   // After a write-back: the line is clean and valid again (or, if the WRITE
   // failed, still dirty, so a later flush tries again).
   WARPSTORE_HD void finish_write_back(std::uint32_t slot, bool written) const {

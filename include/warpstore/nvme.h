@@ -67,6 +67,11 @@ struct status {
   WARPSTORE_HD static constexpr status deadline() {
     return make(status_type::vendor, sc::deadline_exceeded);
   }
+  // A wait that gave up because every way of its cache set stayed pinned:
+  // more lines pinned at once than the cache holds.
+  WARPSTORE_HD static constexpr status no_victim() {
+    return make(status_type::vendor, sc::no_victim);
+  }
   WARPSTORE_HD constexpr bool is_deadline() const {
     return type() == status_type::vendor && code() == sc::deadline_exceeded;
   }

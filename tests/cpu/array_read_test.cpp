@@ -288,6 +288,38 @@ TEST(ArrayReadPressure, WaitingBehindAFullCacheIsSlowNotStuck) {
       << "no read waited past the deadline: the test did not make the pressure it means to";
 }
 
+TEST(ArrayReadPressure, EveryWayPinnedIsReportedAsSuch) {
+  // The caller holds every line of the cache's one set pinned and then reads
+  // a fifth line: no victim can ever come, and the error says why.
+  test::pattern_file file(1 << 20);
+  options o = small_options(controller_kind::host);
+  o.cache_bytes = 4 * 4096;
+  o.ways = 4;
+  o.timeout_ns = 50'000'000ull;
+  array<std::uint64_t> a(file.path(), 0, o);
+  const array_ref<std::uint64_t> ref = a.ref();
+  constexpr std::uint64_t per_line = 4096 / 8;
+  std::vector<pinned_line<std::uint64_t>> held;
+  for (std::uint64_t line = 0; line < 4; ++line) {
+    held.push_back(ref.pin(line * per_line));
+    ASSERT_TRUE(held.back().valid());
+  }
+  (void)ref[10 * per_line];  // cannot be cached while the others are held
+  for (auto& p : held) p.release();
+  try {
+    a.check();
+    ADD_FAILURE() << "no error raised";
+  } catch (const io_error& e) {
+    EXPECT_EQ(e.kind(), error_kind::deadline);
+    EXPECT_EQ(e.index(), 10 * per_line);
+    EXPECT_EQ(e.status().code(), nvme::sc::no_victim);
+    EXPECT_NE(std::string(e.what()).find("stayed pinned"), std::string::npos) << e.what();
+  }
+  // Once they are let go, the same read succeeds.
+  EXPECT_EQ(ref[10 * per_line], tools::pattern_word(10 * per_line * 8));
+  EXPECT_NO_THROW(a.check());
+}
+
 TEST(ArrayOpen, BadArgumentsAreRefused) {
   test::pattern_file file(1 << 20);
   const options o = small_options(controller_kind::host);

@@ -114,10 +114,11 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
       // No line or victim for this long, while the set stood still: stuck.
       // A set that keeps moving (other lanes' fills and releases) is a
       // cache smaller than the launch's lines: slow, not stuck.
-      if (dl.expired_unless_moving([&] { return cache.set_digest(cache_ref::key(source, line)); })) {
+      if (dl.expired_unless_moving([&] { return cache.set_digest(k); })) {
         pending = false;
-        errors->record(error_kind::deadline, source, nvme::status::deadline(), index,
-                       l.request_for(line, 0).slba);
+        errors->record(error_kind::deadline, source,
+                       cache.set_all_pinned(k) ? nvme::status::no_victim() : nvme::status::deadline(),
+                       index, l.request_for(line, 0).slba);
       } else if (!wrote_back) {
         // Exponential backoff: when more lines are wanted at once than the
         // cache holds, waiting lanes must leave the memory system to the
