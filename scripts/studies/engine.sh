@@ -18,8 +18,11 @@
 #                minutes; COLD_S)
 #   fetch        the feature fetch alone (bench/python_fetch.py): warpstore
 #                against memmap and pinned host memory, per batch of rows
+#   pressure     more lines wanted than the cache holds (bench/python_pressure.py):
+#                2 M uint32 through 1024 lines of 64 KiB, and gathers at 0.1x,
+#                1x and 10x the cache against the miss path
 study_summary="Python engine: GPU suite + pytest, stress, engine cost, GraphSAGE, fetch"
-study_steps="tests stress pyasync bench engine graphsage attribution smoke async cold fetch"
+study_steps="tests stress pyasync bench engine graphsage attribution smoke async cold fetch pressure"
 
 study_engine() {
   local py=${PYTHON:-python3}
@@ -110,5 +113,9 @@ study_engine() {
   if want fetch; then
     timed fetch 240 "$py" "$root/bench/python_fetch.py" --json "$out/fetch.json"
     rm -f /tmp/fetch-2000000x128.f32
+  fi
+
+  if want pressure; then
+    timed pressure 240 "$py" "$root/bench/python_pressure.py" --dir /tmp --json "$out/pressure.json"
   fi
 }
