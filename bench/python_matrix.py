@@ -1004,8 +1004,8 @@ class Matrix:
                      for c in self.cells if c["g"]["res"] == res}
             if not cells:
                 continue
-            fig, axes = plt.subplots(1, len(DENSITIES), figsize=(5 * len(DENSITIES), 6),
-                                     squeeze=False)
+            fig, axes = plt.subplots(1, len(DENSITIES), figsize=(6.5 * len(DENSITIES), 7),
+                                     squeeze=False, constrained_layout=True)
             ylabels = [f"{r} {w}" for r in ROW_SIZES for w in WS]
             for ax, d in zip(axes[0], DENSITIES):
                 data = np.full((len(ylabels), len(BATCHES)), np.nan)
@@ -1053,9 +1053,15 @@ class Matrix:
                                torch_threads=self.torch.get_num_threads(),
                                warpstore_settings=warpstore.settings.as_dict()))
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        # One result (and one left-out entry) a line: a few hundred of each.
+        head = {k: v for k, v in doc.items() if k not in ("results", "left_out")}
+        text = json.dumps(head, indent=1, default=str)[:-2]
+        for key in ("results", "left_out"):
+            lines = ",\n".join("  " + json.dumps(x, default=str) for x in doc[key])
+            text += f',\n "{key}": [\n{lines}\n ]'
         with open(path, "w") as f:
-            json.dump(doc, f, indent=1, default=str)
-            f.write("\n")
+            f.write(text + "\n}\n")
+        json.loads(open(path).read())  # what was written parses
         return doc
 
 
