@@ -43,6 +43,7 @@ def test_every_row_verified(regimes):
     assert len(rows) > 50
     bad = [r["name"] for r in rows if not r["verified"] or r["mismatches"] != 0]
     assert not bad, bad
+    assert doc["params"]["failures"] == []
     assert "verified against the file: 0 wrong rows" in text
     for r in rows:
         if r["name"].startswith("gather.matrix.") and r["name"].split(".")[-1] in (
