@@ -44,7 +44,7 @@ memory (8 GiB from a second file, written after the grid).
 Methods (each timed with the GPU synchronised before and after):
   warpstore_host[_async], warpstore_memory[_async]
                warpstore.open(path, "uint8", (N, row), cache=<the cell's>)
-               with every other setting at its default; arr[idx] (sync) or
+               with every other setting at its default; arr.gather(idx) (sync) or
                arr.gather_async(idx) for each batch, then wait() for all
   memmap       np.memmap fancy indexing, then .to("cuda")
   threads_pinned  the strongest CPU path: torch.index_select over the mapped
@@ -106,9 +106,9 @@ BULK_METHODS = ("warpstore_host", "warpstore_memory", "memmap", "threads_pinned"
 GOLDEN_I64 = int(np.int64(GOLDEN.astype(np.int64)))
 CHUNK = 65536  # bulk reads through gather: rows of 64 KiB
 DESCRIBE = {
-    "warpstore_host": "warpstore, host controller, arr[idx] (defaults but the cache)",
+    "warpstore_host": "warpstore, host controller, gather (defaults but the cache)",
     "warpstore_host_async": "warpstore, host controller, gather_async + wait",
-    "warpstore_memory": "warpstore, memory controller, arr[idx]",
+    "warpstore_memory": "warpstore, memory controller, gather",
     "warpstore_memory_async": "warpstore, memory controller, gather_async + wait",
     "memmap": "np.memmap rows indexed on the CPU, copied to the GPU",
     "threads_pinned": "multi-threaded index_select from the mapped file into pinned memory, "
@@ -185,6 +185,7 @@ class Matrix:
         self.pinned = self.gpu_copy = None
         self.phase_seconds = {}
         self._open = {}
+        self.no_copy = {}  # why the pinned or the GPU copy of the file is missing
         self.failures = []  # warpstore calls that raised: left out, and the run exits 1
 
     # -- helpers ---------------------------------------------------------
@@ -284,14 +285,27 @@ class Matrix:
         self.check_file(self.path, self.file_bytes)
         torch = self.torch
         if self.gpu:
-            # One pinned copy (uva, h2d_pinned) and one GPU copy (index_select).
-            self.pinned = torch.empty(self.file_bytes, dtype=torch.uint8, pin_memory=True)
-            mm = np.memmap(self.path, dtype=np.uint8, mode="r")
-            step = 256 << 20
-            for s in range(0, self.file_bytes, step):
-                self.pinned[s:s + step].numpy()[:] = mm[s:s + step]
-            del mm
-            self.gpu_copy = self.pinned.to("cuda")
+            # One pinned copy (uva, h2d_pinned) and one GPU copy (index_select),
+            # where they fit.
+            try:
+                self.pinned = torch.empty(self.file_bytes, dtype=torch.uint8, pin_memory=True)
+                mm = np.memmap(self.path, dtype=np.uint8, mode="r")
+                step = 256 << 20
+                for s in range(0, self.file_bytes, step):
+                    self.pinned[s:s + step].numpy()[:] = mm[s:s + step]
+                del mm
+            except (RuntimeError, MemoryError) as e:
+                self.pinned = None
+                self.no_copy["pinned"] = (f"a pinned copy of the {human_bytes(self.file_bytes)} "
+                                          f"file does not fit: {' '.join(str(e).split())[:120]}")
+            try:
+                self.gpu_copy = torch.empty(self.file_bytes, dtype=torch.uint8, device="cuda")
+                self.gpu_copy.copy_(self.pinned if self.pinned is not None else
+                                    torch.from_numpy(np.fromfile(self.path, dtype=np.uint8)))
+            except (RuntimeError, MemoryError) as e:
+                self.gpu_copy = None
+                self.no_copy["gpu"] = (f"a GPU copy of the {human_bytes(self.file_bytes)} file "
+                                       f"does not fit: {' '.join(str(e).split())[:120]}")
         self.phase_seconds["setup"] = time.perf_counter() - t
 
     def check_file(self, path, size):
@@ -476,10 +490,10 @@ class Matrix:
         self.emit_baselines(f"{base}.any.{g['dlabel']}", g, figures)
 
     def run_warpstore(self, arr, mode, warm, timed, R):
-        _, w0, c0 = self.timed(lambda b: arr[b.dev], warm, R)
+        _, w0, c0 = self.timed(lambda b: arr.gather(b.dev), warm, R)
         arr.reset_stats()
         if mode == "sync":
-            sec, w1, c1 = self.timed(lambda b: arr[b.dev], timed, R)
+            sec, w1, c1 = self.timed(lambda b: arr.gather(b.dev), timed, R)
         else:
             sec, w1, c1 = self.timed(lambda b: arr.gather_async(b.dev), timed, R, async_=True)
         st = arr.stats()
@@ -504,6 +518,10 @@ class Matrix:
             elif m in MEM_METHODS and not page:
                 why = ("an in-memory ceiling: the data are in host or GPU memory, not on "
                        "disk (see the page-cache cells)")
+            elif m == "uva" and self.pinned is None:
+                why = self.no_copy.get("pinned", "no pinned copy of the file")
+            elif m == "index_select" and self.gpu_copy is None:
+                why = self.no_copy.get("gpu", "no GPU copy of the file")
             elif m == "kvikio" and g["n"] > (1 << 16):
                 why = ("one pread call a row: 512 K Python calls take seconds per gather; "
                        "over the budget")
@@ -798,9 +816,11 @@ class Matrix:
                     why = "no GPU"
                 elif m == "kvikio" and self.kvikio is None:
                     why = self.kvikio_why
-                elif m == "h2d_pinned" and (res == "disk" or size > self.file_bytes):
+                elif m == "h2d_pinned" and (res == "disk" or size > self.file_bytes or
+                                            self.pinned is None):
                     why = ("an in-memory ceiling, page cache only" if res == "disk" else
-                           f"needs a pinned copy of {human_bytes(size)}; over the budget")
+                           f"needs a pinned copy of {human_bytes(size)}; over the budget"
+                           if size > self.file_bytes else self.no_copy.get("pinned"))
                 elif m == "warpstore_memory" and (res == "disk" or size > self.file_bytes):
                     why = ("the memory controller reads the whole file into pinned memory at "
                            "open; its reads never reach the disk" if res == "disk" else
@@ -874,7 +894,7 @@ class Matrix:
                                 f"rows of {CHUNK} bytes, arange(0, {rows})")
 
                 def fn():
-                    return arr[idx]
+                    return arr.gather(idx)
         elif m == "memmap":
             def fn():
                 mm = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,))
