@@ -79,6 +79,7 @@ import os
 import statistics
 import subprocess
 import sys
+import textwrap
 import time
 import warnings
 from fractions import Fraction
@@ -1022,10 +1023,8 @@ class Matrix:
             by_reason.setdefault(e["reason"], []).append(f"{e['cell']} [{','.join(e['methods'])}]")
         for reason, cells in by_reason.items():
             log(f"- {reason} ({len(cells)}):")
-            for c in cells[:6]:
-                log(f"    {c}")
-            if len(cells) > 6:
-                log(f"    ... {len(cells) - 6} more (all in the JSON's left_out)")
+            log(textwrap.fill("; ".join(cells), 110, initial_indent="    ",
+                              subsequent_indent="    ", break_on_hyphens=False))
         log("\nsummary:")
         for r in self.results:
             if r["name"] in SUMMARY_NAMES:
