@@ -25,9 +25,9 @@ Grid (nominal; --scale shrinks every size and batch for tests):
                         up to a power of two): after the first gather, hits
                  ws1    (1) two batches; the cache is their lines rounded up
                         to a power of two (a ratio of 0.5 to 1): fits
-                 ws10   (10) the cache of ws1, a pool of 10 x as many lines
-                        (K batches): each new batch misses but for chance
-                        overlaps. The map times gathers 4 to 3+T of the first
+                 ws10   (10) the cache of ws1, a pool of K batches whose
+                        lines add up to 10 x that cache: each new batch
+                        misses but for chance overlaps. The map times gathers 4 to 3+T of the first
                         cycle (the cache already full of earlier batches),
                         which is the cycle's steady state: a clock cache
                         over a cycle ten times its size keeps nothing.
