@@ -1,6 +1,7 @@
 """The warpstore command line: gen (test files, feature matrices, graphs),
-bench (from a checkout: the gather benchmark, bench/python_gather.py; the core
-benchmarks through warpstore-bench), info (device, controllers, settings)."""
+bench (from a checkout: the gather benchmark, bench/python_gather.py; the
+regime map, bench/python_matrix.py; the core benchmarks through
+warpstore-bench), info (device, controllers, settings)."""
 import argparse
 import json
 import math
@@ -157,13 +158,17 @@ def _checkout_file(relative):
 
 def _bench(args):
     """The benchmarks live in the checkout, not in the package: gather is
-    bench/python_gather.py, core is warpstore-bench; both get every argument."""
-    if args.which == "gather":
-        script = _checkout_file(os.path.join("bench", "python_gather.py"))
+    bench/python_gather.py, matrix is bench/python_matrix.py, core is
+    warpstore-bench; each gets every argument."""
+    scripts = {"gather": "python_gather.py", "matrix": "python_matrix.py"}
+    if args.which in scripts:
+        script = _checkout_file(os.path.join("bench", scripts[args.which]))
         if script is None:
-            _fail("bench gather: bench/python_gather.py not found (run from a warpstore checkout)")
+            _fail(f"bench {args.which}: bench/{scripts[args.which]} not found (run from a "
+                  f"warpstore checkout)")
         env = dict(os.environ)
-        env.setdefault("WARPSTORE_BENCH_COMMAND", "warpstore bench gather " + " ".join(args.rest))
+        env.setdefault("WARPSTORE_BENCH_COMMAND",
+                       f"warpstore bench {args.which} " + " ".join(args.rest))
         return subprocess.call([sys.executable, script] + args.rest, env=env)
     exe = shutil.which("warpstore-bench") or next(
         (p for p in (os.path.join(d, "bench", "warpstore-bench") for d in ("build-gpu", "build"))
@@ -199,9 +204,9 @@ def main(argv=None):
     g.add_argument("--degree", type=_positive, default=10)
     g.add_argument("--seed", type=_seed, default=0)
 
-    b = sub.add_parser("bench", help="gather benchmark (bench/python_gather.py); core benchmarks "
-                       "(warpstore-bench)")
-    b.add_argument("which", choices=["gather", "core"])
+    b = sub.add_parser("bench", help="gather benchmark (bench/python_gather.py); regime map "
+                       "(bench/python_matrix.py); core benchmarks (warpstore-bench)")
+    b.add_argument("which", choices=["gather", "matrix", "core"])
     b.add_argument("rest", nargs=argparse.REMAINDER, help="the benchmark's own arguments")
 
     i = sub.add_parser("info", help="device, controllers, settings")

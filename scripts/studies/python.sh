@@ -1,5 +1,6 @@
-# scripts/gpu.sh python [gather] [pytest] [graphsage]: the Python package on
-# the GPU, within $BUDGET seconds (default 200) including the build. Builds
+# scripts/gpu.sh python [gather] [pytest] [graphsage] [matrix]: the Python
+# package on the GPU, within $BUDGET seconds (default 200; 590 when matrix is
+# named) including the build. Builds
 # the extension (both targets) with CMake into build-gpu and puts it on
 # PYTHONPATH (no pip: nothing can be downloaded there); then
 #   gather     the gather benchmark (bench/python_gather.py: 4 GiB file in the
@@ -10,16 +11,27 @@
 #   graphsage  the GraphSAGE example (warpstore vs GPU memory vs memmap, same
 #              seed; 2 M nodes, 128 float32 features: a 1 GiB file, cache
 #              128 MiB = 1/8; 2 epochs of 30 batches)
+#   matrix     the regime map (bench/python_matrix.py: every gather method
+#              over row size, batch, working set / cache, residency and
+#              density, and bulk reads of 64 MiB, 1 GiB and 8 GiB; a 2 GiB and
+#              an 8 GiB file in /tmp, removed after) within what the call has
+#              left (at most 480 s), rewriting bench/results/regimes.json
+#              (copied to $OUT) and, where matplotlib is installed,
+#              bench/results/plots/regimes-*.png. Only when named
+#              (`scripts/gpu.sh python matrix`): it takes a call of its own.
+#              MATRIX_ARGS adds arguments (e.g. --scale 1/8 for a smoke test).
 # BENCH_SIZE, BENCH_BATCH, BENCH_CACHE and GRAPH_NODES shrink it for a smoke
 # test elsewhere. A step skipped for want of time is a failure.
 study_summary="Python package: gather benchmark (gather.json), pytest, GraphSAGE"
-study_steps="gather pytest graphsage"
+study_steps="gather pytest graphsage matrix"
 study_budget=200
 tail_lines=25
 skip_fails=1
 
 study_python() {
   local py=${PYTHON:-python3}
+  # The regime map needs most of a 10-minute call: a budget of its own.
+  [[ $steps == *" matrix "* && -z ${BUDGET:-} ]] && budget=590
   machine_log
   {
     "$py" -c "import sys, numpy, torch; print(sys.version); print('numpy', numpy.__version__, 'torch', torch.__version__, torch.version.cuda, torch.cuda.is_available())"
@@ -48,5 +60,16 @@ study_python() {
     timed graphsage 70 "$py" "$root/apps/graphsage/train.py" --nodes "$nodes" --dim 128 --epochs 2 \
       --batches 30 --test-nodes 10000 --threads 8 --dir /tmp
     rm -f "/tmp/graphsage-${nodes}x128.f32"
+  fi
+  if [[ $steps == *" matrix "* ]]; then  # not part of `all`
+    local mb=$(($(left) - 70))
+    [ "$mb" -gt 480 ] && mb=480
+    # shellcheck disable=SC2086 # MATRIX_ARGS is a list of words
+    WARPSTORE_BENCH_COMMAND="source .deps/unpack-deps.sh; scripts/gpu.sh python matrix" \
+      timed matrix $((mb + 60))/120 "$py" "$root/bench/python_matrix.py" --budget-s "$mb" \
+      --dir /tmp --json "$root/bench/results/regimes.json" --plots "$root/bench/results/plots" \
+      ${MATRIX_ARGS:-}
+    cp "$root/bench/results/regimes.json" "$out/" 2>/dev/null
+    cp "$root"/bench/results/plots/regimes-*.png "$out/" 2>/dev/null
   fi
 }

@@ -1,0 +1,120 @@
+"""The regime map (bench/python_matrix.py, `warpstore bench matrix`) at a tiny
+scale: its results file, its checks, and that its checks catch wrong rows."""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "python_matrix.py")
+SUMMARY = ("gather.matrix.worst.vs_best_cpu", "gather.matrix.median.vs_best_cpu",
+           "gather.matrix.cold.median.vs_memmap", "gather.random512.defaults.vs_best_cpu",
+           "bulk.host.vs_kvikio")
+
+
+@pytest.fixture(scope="module")
+def regimes(tmp_path_factory):
+    d = tmp_path_factory.mktemp("regimes")
+    out = d / "regimes.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "warpstore", "bench", "matrix", "--dir", str(d), "--scale", "1/512",
+         "--rows", "512B,4096B", "--batches", "1K,64K", "--bulk", "64MiB,1GiB", "--reps", "2",
+         "--budget-s", "60", "--json", str(out), "--plots", str(d / "plots")],
+        capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    assert not [f for f in os.listdir(d) if f.endswith(".dat")], "data files left behind"
+    return json.loads(out.read_text()), r.stdout
+
+
+def test_header(regimes):
+    doc, _ = regimes
+    assert doc["study"] == "regimes"
+    for key in ("device", "date", "commit", "command"):
+        assert doc[key], key
+    assert doc["command"].startswith("warpstore bench matrix")
+
+
+def test_every_row_verified(regimes):
+    doc, text = regimes
+    rows = doc["results"]
+    assert len(rows) > 50
+    bad = [r["name"] for r in rows if not r["verified"] or r["mismatches"] != 0]
+    assert not bad, bad
+    assert doc["params"]["failures"] == []
+    assert "verified against the file: 0 wrong rows" in text
+    for r in rows:
+        if r["name"].startswith("gather.matrix.") and r["name"].split(".")[-1] in (
+                "warpstore_host", "warpstore_memory", "memmap", "threads_pinned"):
+            assert r["params"]["rows_checked"] > 0 and r["value"] > 0, r["name"]
+
+
+def test_cells_and_summaries(regimes):
+    doc, text = regimes
+    names = {r["name"]: r for r in doc["results"]}
+    for s in SUMMARY:
+        assert s in names, s
+        assert names[s]["value"] is not None, (s, names[s]["params"])
+    # Both residencies and all three ws ratios were measured somewhere.
+    for part in (".page.", ".disk.", ".ws0p1.", ".ws1.", ".ws10."):
+        assert any(part in n and n.endswith(".warpstore_host") for n in names), part
+    # Warpstore rows carry the cell's best CPU path as their ceiling.
+    r = next(r for n, r in names.items() if n.startswith("gather.matrix.page.")
+             and n.endswith(".warpstore_host"))
+    assert r["ceiling"] and r["ratio"] == pytest.approx(r["value"] / r["ceiling"])
+    assert r["params"]["best_cpu_method"] in ("memmap", "threads_pinned", "kvikio")
+    assert r["params"]["hit_rate"] is not None and r["params"]["cache_bytes"] > 0
+    # The on-disk cells read the file after a drop (O_DIRECT where the file system allows it).
+    disk = [r for n, r in names.items() if ".disk." in n and n.endswith(".warpstore_host")]
+    assert disk and all(r["params"]["residency"] == "disk" for r in disk)
+    assert "summary:" in text and "left out" in text
+
+
+def test_left_out_listed_with_reasons(regimes):
+    doc, text = regimes
+    left = doc["left_out"]
+    assert left and all(e["reason"] and e["cell"] and e["methods"] for e in left)
+    reasons = " ".join(e["reason"] for e in left)
+    assert "not selected" in reasons  # --rows / --batches
+    if doc["device"] == "CPU":
+        assert "no GPU" in reasons
+    cells = {e["cell"] for e in left}
+    assert "gather.matrix.page.128B.1K.*.sparse" in cells  # --rows left 128 B out
+    assert any(c.startswith("gather.matrix.disk.") and ".ws1." in c for c in cells)
+
+
+def _bench_module():
+    spec = importlib.util.spec_from_file_location("python_matrix", BENCH)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_check_catches_wrong_rows():
+    """The pattern check the map relies on finds a changed byte and a
+    swapped row, not only clean data."""
+    import torch
+
+    mod = _bench_module()
+    m = mod.Matrix.__new__(mod.Matrix)
+    m.torch = torch
+    idx = torch.tensor([5, 0, 17, 3], dtype=torch.int64)
+    words = np.arange(64 * 512 // 8, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        file_rows = (words * mod.GOLDEN).view(np.uint8).reshape(64, 512)
+    out = torch.from_numpy(file_rows[idx.numpy()].copy())
+    assert m.verify(out, idx, 512) == (0, 4)
+    out[2, 100] ^= 1
+    assert m.verify(out, idx, 512) == (1, 4)
+    out = torch.from_numpy(file_rows[[5, 0, 3, 17]].copy())
+    assert m.verify(out, idx, 512) == (2, 4)
+
+
+def test_bad_arguments_fail_in_one_line(tmp_path):
+    for args in (["--scale", "2"], ["--rows", "100B"], ["--dir", str(tmp_path / "nope")]):
+        r = subprocess.run([sys.executable, "-m", "warpstore", "bench", "matrix", *args],
+                           capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, (args, r.stderr)
+        assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
