@@ -171,6 +171,11 @@ const setting table[] = {
      .doc = "1: buffered WRITEs of all service threads go through one write thread that merges "
             "neighbours into one `pwritev`; 0: each service thread writes through its io_uring",
      WARPSTORE_NUMERIC(combine_writes)},
+    {.name = "combine_reads", .variable = "WARPSTORE_COMBINE_READS", .flag = "combine-reads",
+     .type = type::flag, .group = group::tuning, .max = 1,
+     .doc = "1: a service thread sends the READs of a round that are neighbours in the file as one "
+            "`readv`; 0: one read per command",
+     WARPSTORE_NUMERIC(combine_reads)},
     {.name = "write_behind_bytes", .variable = "WARPSTORE_WRITE_BEHIND_BYTES",
      .flag = "write-behind-bytes", .type = type::size, .group = group::tuning,
      .doc = "every time this many bytes were written, the kernel is asked to start writing them to "

@@ -80,6 +80,10 @@ struct controller_stats {
   std::uint64_t write_calls = 0;
   std::uint64_t write_batches = 0;
   std::uint64_t write_behind_starts = 0;  // sync_file_range calls (write-behind)
+  // Host controller, read combining: READ commands that went out in a run
+  // of neighbours, and the readv calls that carried them.
+  std::uint64_t combined_reads = 0;
+  std::uint64_t read_runs = 0;
   // Nanoseconds the write thread spent in pwritev: against the time a
   // kernel took, whether the write thread bounded it.
   std::uint64_t write_ns = 0;

@@ -47,6 +47,11 @@ struct options {
   // sorts what is pending and merges neighbours into one pwritev
   // (WARPSTORE_COMBINE_WRITES = 0 | 1). O_DIRECT writes go through io_uring.
   bool combine_writes = true;
+  // Read combining (WARPSTORE_COMBINE_READS = 0 | 1): a service thread sorts
+  // the whole-line READs of a round by offset and sends each run of
+  // neighbours as one readv (up to combined_read_bytes), as readahead would
+  // for a batch that touches a dense part of the file. Off until measured.
+  bool combine_reads = false;
   // Write-behind: each time the host controller's write thread (or the
   // memory controller's write-out at a flush) has written this many bytes,
   // the kernel is asked to start writing the file's dirty pages to storage

@@ -132,6 +132,8 @@ controller_stats host_controller::stats() const {
   s.write_batches = counters_.write_batches.load(std::memory_order_relaxed);
   s.write_behind_starts = counters_.write_behind_starts.load(std::memory_order_relaxed);
   s.write_ns = counters_.write_ns.load(std::memory_order_relaxed);
+  s.combined_reads = counters_.combined_reads.load(std::memory_order_relaxed);
+  s.read_runs = counters_.read_runs.load(std::memory_order_relaxed);
   return s;
 }
 

@@ -76,6 +76,8 @@ class host_controller final : public controller {
     std::atomic<std::uint64_t> write_batches{0};
     std::atomic<std::uint64_t> write_behind_starts{0};
     std::atomic<std::uint64_t> write_ns{0};
+    std::atomic<std::uint64_t> combined_reads{0};
+    std::atomic<std::uint64_t> read_runs{0};
   };
 
   // Records the first failure outside any one command; check() raises it.

@@ -82,6 +82,7 @@ void host_controller::worker::start(queue_ctx& q, command_ctx& c) {
   c.done = 0;
   c.fault = {};
   c.write_hooked = false;
+  c.alone = false;
   const auto op = static_cast<nvme::opcode>(cmd.opc);
   if (cmd.nsid != nsid_one && !(op == nvme::opcode::flush && cmd.nsid == nsid_all))
     return complete(c, generic_status(nvme::sc::invalid_namespace));

@@ -51,7 +51,8 @@ host_controller::worker::worker(host_controller& owner, std::uint32_t id,
       gpu_pull_(opts.deliver == delivery::gpu_pull),
       drain_timeout_ns_(std::max<std::uint64_t>(opts.timeout_ns, 1'000'000'000ull)),
       faults_(owner.faults_.get()),
-      combiner_(owner.combiner_.get()) {
+      combiner_(owner.combiner_.get()),
+      combine_reads_(opts.combine_reads) {
   const std::uint32_t depth = owner.queues_.depth();
   const std::size_t queue_bytes = std::size_t{depth} * slot_bytes_;
   if (!gpu_pull_) {
@@ -188,6 +189,7 @@ void host_controller::worker::drain() noexcept {
     const std::uint64_t end = steady_ns() + drain_timeout_ns_;
     combining_ -= static_cast<std::uint32_t>(to_combine_.size());  // never handed over
     to_combine_.clear();
+    to_read_.clear();  // never given to the kernel
     if (unsubmitted_ > 0) io_uring_submit(&ring_);
     while ((inflight_ > 0 || combining_ > 0) && steady_ns() < end) {
       if (combining_ > 0) {

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <liburing.h>
+#include <sys/uio.h>
 
 #include <atomic>
 #include <cstddef>
@@ -35,7 +36,7 @@ class host_controller::worker final : public host_detail::service_unit {
 
   // service_unit: called by one engine thread at a time.
   bool round() override;
-  bool busy() const override { return inflight_ > 0 || combining_ > 0; }
+  bool busy() const override { return inflight_ > 0 || combining_ > 0 || !to_read_.empty(); }
   void wait_briefly(long long ns) override;
   bool announced() const override;
   bool released(std::uint64_t since) const override;
@@ -65,6 +66,7 @@ class host_controller::worker final : public host_detail::service_unit {
     std::uint32_t dw0 = 0;            // completion dword 0: errno of a failed read, write or flush
     fault_action fault;               // what the fault policy made of it (tests)
     bool write_hooked = false;        // WRITE: the policy saw write_starting
+    bool alone = false;               // READ: never combined (a run's read fell short of it)
     std::uint64_t flush_ticket = 0;   // FLUSH: the policy's flush_starting ticket
     std::uint64_t sync_started = 0;   // FLUSH: steady_ns() when its fdatasync went out
     nvme::status status;
@@ -109,6 +111,9 @@ class host_controller::worker final : public host_detail::service_unit {
   void start_flushes(queue_ctx& q);
   void write_done(command_ctx& c, nvme::status st, std::uint32_t dw0 = 0);
   void queue_io(command_ctx& c);
+  void prep_io(command_ctx& c);
+  void prep_reads();
+  void on_run_result(std::uintptr_t run, int res);
   void on_result(command_ctx& c, int res);
   void fail_io(command_ctx& c, int err, const char* what);
   void flush_uploads();
@@ -159,6 +164,21 @@ class host_controller::worker final : public host_detail::service_unit {
   std::mutex done_mutex_;
   std::vector<write_combiner::item> done_, done_local_;
   std::atomic<bool> done_ready_{false};
+
+  // Read combining (options::combine_reads): this round's whole-line READs,
+  // and the runs of neighbours in flight as one readv each. A run's
+  // io_uring user data is its index in runs_ shifted left, with bit 0 set
+  // (a command_ctx pointer is aligned, so bit 0 tells them apart).
+  struct read_run {
+    std::vector<command_ctx*> members;  // in file order
+    std::vector<iovec> iov;
+  };
+  static constexpr std::uint32_t max_run_commands = 64;
+  static constexpr std::uint64_t max_run_bytes = std::uint64_t{1} << 20;
+  bool combine_reads_;
+  std::vector<command_ctx*> to_read_;
+  std::vector<read_run> runs_;
+  std::vector<std::uint32_t> free_runs_;
 
   // Counted locally, published once per round.
   std::uint64_t n_commands_ = 0, n_errors_ = 0, n_bytes_ = 0, n_doorbells_ = 0;

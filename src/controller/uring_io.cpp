@@ -63,6 +63,18 @@ void host_controller::worker::queue_io(command_ctx& c) {
         {this, &c, c.offset + c.done, c.buffer + c.done, c.request_bytes - c.done, 0});
     return;
   }
+  // A whole line inside the file, read for the first time, with nothing
+  // injected: it may go out with its neighbours (prep_reads).
+  if (combine_reads_ && c.op == nvme::opcode::read && c.done == 0 && !c.alone &&
+      c.fault.kind == fault_kind::none && c.file_bytes == c.length &&
+      c.request_bytes == c.length && !c.buffered_fd) {
+    to_read_.push_back(&c);
+    return;
+  }
+  prep_io(c);
+}
+
+void host_controller::worker::prep_io(command_ctx& c) {
   io_uring_sqe* sqe = next_sqe();
   std::byte* buf = c.buffer + c.done;
   const unsigned len = c.request_bytes - c.done;
@@ -86,11 +98,84 @@ void host_controller::worker::queue_io(command_ctx& c) {
   ++unsubmitted_;
 }
 
+// This round's whole-line READs, sorted by offset: each run of neighbours
+// (at most max_run_commands, max_run_bytes) goes out as one readv into the
+// commands' own buffers; a command without neighbours as a plain read.
+void host_controller::worker::prep_reads() {
+  std::sort(to_read_.begin(), to_read_.end(),
+            [](const command_ctx* a, const command_ctx* b) { return a->offset < b->offset; });
+  const bool fixed_file = registered_file_;
+  const int fd = fixed_file ? 0 : file_.fd();
+  for (std::size_t i = 0; i < to_read_.size();) {
+    std::size_t j = i + 1;
+    std::uint64_t bytes = to_read_[i]->length;
+    while (j < to_read_.size() && j - i < max_run_commands &&
+           to_read_[j]->offset == to_read_[j - 1]->offset + to_read_[j - 1]->length &&
+           bytes + to_read_[j]->length <= max_run_bytes) {
+      bytes += to_read_[j]->length;
+      ++j;
+    }
+    if (j - i == 1) {
+      prep_io(*to_read_[i]);
+      i = j;
+      continue;
+    }
+    if (free_runs_.empty()) {
+      free_runs_.push_back(static_cast<std::uint32_t>(runs_.size()));
+      runs_.emplace_back();
+    }
+    const std::uint32_t r = free_runs_.back();
+    free_runs_.pop_back();
+    read_run& run = runs_[r];
+    run.members.assign(to_read_.begin() + static_cast<std::ptrdiff_t>(i),
+                       to_read_.begin() + static_cast<std::ptrdiff_t>(j));
+    run.iov.clear();
+    for (command_ctx* c : run.members) run.iov.push_back(iovec{c->buffer, c->length});
+    io_uring_sqe* sqe = next_sqe();
+    io_uring_prep_readv(sqe, fd, run.iov.data(), static_cast<unsigned>(run.iov.size()),
+                        run.members.front()->offset);
+    if (fixed_file) sqe->flags |= IOSQE_FIXED_FILE;
+    sqe->user_data = (std::uint64_t{r} << 1) | 1u;
+    ++inflight_;
+    ++unsubmitted_;
+    owner_.counters_.combined_reads.fetch_add(j - i, std::memory_order_relaxed);
+    owner_.counters_.read_runs.fetch_add(1, std::memory_order_relaxed);
+    i = j;
+  }
+  to_read_.clear();
+}
+
+// A run's readv finished with `res`: each member gets its share of the bytes
+// in file order. An error goes to every member (EAGAIN: each tries again); a
+// member the bytes fell short of goes again alone.
+void host_controller::worker::on_run_result(std::uintptr_t user_data, int res) {
+  const auto r = static_cast<std::uint32_t>(user_data >> 1);
+  read_run& run = runs_[r];
+  std::uint64_t left = res > 0 ? static_cast<std::uint64_t>(res) : 0;
+  for (command_ctx* c : run.members) {
+    if (res < 0) {
+      on_result(*c, res);
+      continue;
+    }
+    const auto share = static_cast<std::uint32_t>(std::min<std::uint64_t>(left, c->request_bytes));
+    left -= share;
+    if (share == 0) {
+      c->alone = true;
+      queue_io(*c);
+    } else {
+      on_result(*c, static_cast<int>(share));
+    }
+  }
+  run.members.clear();
+  free_runs_.push_back(r);
+}
+
 bool host_controller::worker::submit() {
   if (!to_combine_.empty()) {
     combiner_->push(to_combine_);
     to_combine_.clear();
   }
+  if (!to_read_.empty()) prep_reads();
   if (unsubmitted_ == 0) return false;
   const int ret = io_uring_submit(&ring_);
   if (ret >= 0) {
@@ -113,9 +198,13 @@ bool host_controller::worker::reap() {
     for (unsigned i = 0; i < n; ++i) {
       // Older kernels implement wait timeouts with an internal timeout SQE.
       if (cqes[i]->user_data == LIBURING_UDATA_TIMEOUT) continue;
-      auto* c = static_cast<command_ctx*>(io_uring_cqe_get_data(cqes[i]));
       const int res = cqes[i]->res;
       --inflight_;
+      if ((cqes[i]->user_data & 1u) != 0) {
+        on_run_result(static_cast<std::uintptr_t>(cqes[i]->user_data), res);
+        continue;
+      }
+      auto* c = static_cast<command_ctx*>(io_uring_cqe_get_data(cqes[i]));
       on_result(*c, res);
     }
     io_uring_cq_advance(&ring_, n);

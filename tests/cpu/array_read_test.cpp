@@ -320,6 +320,41 @@ TEST(ArrayReadPressure, EveryWayPinnedIsReportedAsSuch) {
   EXPECT_NO_THROW(a.check());
 }
 
+TEST(ArrayReadCombined, NeighbouringReadsGoOutTogetherAndRight) {
+  // 16 lanes scan the file in step (lane k reads line k, then k + 16, ...):
+  // each round of the one service unit finds runs of neighbouring lines,
+  // which go out as one readv each. Then random reads, and the last line of
+  // a file whose size is not a multiple of the line (never combined).
+  test::pattern_file file((8 << 20) + 1000);
+  for (direct_io mode : {direct_io::off, direct_io::on}) {
+    options o = small_options(controller_kind::host);
+    o.combine_reads = true;
+    o.direct = mode;
+    o.service_threads = 1;
+    o.queue_pairs = 1;
+    o.queue_depth = 64;
+    array<std::uint64_t> a(file.path(), 0, o);
+    const array_ref<std::uint64_t> ref = a.ref();
+    constexpr std::uint64_t per_line = 4096 / 8;
+    const std::uint64_t lines = (ref.size() + per_line - 1) / per_line;
+    std::atomic<std::uint64_t> wrong{0};
+    test::run_lanes(16, [&](unsigned lane) {
+      for (std::uint64_t line = lane; line < lines; line += 16)
+        for (std::uint64_t i = line * per_line; i < std::min(ref.size(), (line + 1) * per_line);
+             i += 61)
+          if (ref[i] != tools::pattern_word(i * 8)) wrong.fetch_add(1);
+    });
+    EXPECT_EQ(wrong.load(), 0u) << to_string(mode);
+    EXPECT_EQ(random_reads(ref, 8, 2000), 0u) << to_string(mode);
+    EXPECT_EQ(ref[ref.size() - 1], tools::pattern_word((ref.size() - 1) * 8));
+    a.check();
+    const controller_stats s = a.shared_controller()->stats();
+    EXPECT_GT(s.read_runs, 0u) << to_string(mode) << ": nothing was combined";
+    EXPECT_GE(s.combined_reads, 2 * s.read_runs);
+    EXPECT_EQ(s.errors, 0u);
+  }
+}
+
 TEST(ArrayOpen, BadArgumentsAreRefused) {
   test::pattern_file file(1 << 20);
   const options o = small_options(controller_kind::host);
