@@ -176,6 +176,16 @@ const setting table[] = {
      .doc = "1: a service thread sends the READs of a round that are neighbours in the file as one "
             "`readv`; 0: one read per command",
      WARPSTORE_NUMERIC(combine_reads)},
+    {.name = "queue_spread", .variable = "WARPSTORE_QUEUE_SPREAD", .flag = "queue-spread",
+     .type = type::flag, .group = group::tuning, .max = 1,
+     .doc = "1: the warps of one multiprocessor spread over the queue pairs; 0: one pair per "
+            "multiprocessor",
+     WARPSTORE_NUMERIC(queue_spread)},
+    {.name = "gather_sm_share", .variable = "WARPSTORE_GATHER_SM_SHARE",
+     .flag = "gather-sm-share", .group = group::tuning, .max = 64,
+     .doc = "Python gathers on the GPU: 0 on every multiprocessor; N (1 to 64) on 1/N of them, "
+            "leaving the rest whole to kernels beside an asynchronous gather",
+     WARPSTORE_NUMERIC(gather_sm_share)},
     {.name = "write_behind_bytes", .variable = "WARPSTORE_WRITE_BEHIND_BYTES",
      .flag = "write-behind-bytes", .type = type::size, .group = group::tuning,
      .doc = "every time this many bytes were written, the kernel is asked to start writing them to "

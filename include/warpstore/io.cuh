@@ -142,7 +142,7 @@ struct io_ref {
   // posted only by lanes that hold no other tickets, and collected before
   // they take more (otherwise two warps can wait on each other's slots).
   WARPSTORE_HD std::uint32_t pair_index() const {
-    return detail::locality_id() % queues.count;
+    return queues.index_for(detail::locality_id());
   }
   WARPSTORE_HD const queue_pair_ref& pair(std::uint32_t i) const { return queues.pairs[i]; }
   // One atomic for `n` tickets (same n in every lane of `mask`): the first.

@@ -351,9 +351,16 @@ struct queue_pair_ref {
 struct queue_set_ref {
   queue_pair_ref* pairs;  // device-visible array
   std::uint32_t count;
+  // options::queue_spread: the warps of one multiprocessor spread over the
+  // pairs (so a kernel on a few multiprocessors still reaches every service
+  // thread), instead of one pair per multiprocessor.
+  bool spread = false;
 
+  WARPSTORE_HD std::uint32_t index_for(unsigned locality) const {
+    return (spread ? detail::spread_locality(locality) : locality) % count;
+  }
   WARPSTORE_HD const queue_pair_ref& pick(unsigned locality) const {
-    return pairs[locality % count];
+    return pairs[index_for(locality)];
   }
 };
 

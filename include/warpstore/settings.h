@@ -52,6 +52,17 @@ struct options {
   // neighbours as one readv (up to combined_read_bytes), as readahead would
   // for a batch that touches a dense part of the file. Off until measured.
   bool combine_reads = false;
+  // Queue spread (WARPSTORE_QUEUE_SPREAD = 0 | 1): the warps of one
+  // multiprocessor pick different queue pairs, so a kernel confined to a few
+  // multiprocessors still reaches every service thread; 0: one pair per
+  // multiprocessor. Off until measured.
+  bool queue_spread = false;
+  // Python gathers on the GPU (WARPSTORE_GATHER_SM_SHARE): 0 runs a gather
+  // on every multiprocessor (two 256-thread blocks each, 40 % of the
+  // register file); N >= 1 on 1/N of them, one 1024-thread block each, so
+  // a training step's large kernels find whole multiprocessors free beside
+  // an asynchronous gather (best with queue_spread). Default 0 until measured.
+  std::uint32_t gather_sm_share = 0;
   // Write-behind: each time the host controller's write thread (or the
   // memory controller's write-out at a flush) has written this many bytes,
   // the kernel is asked to start writing the file's dirty pages to storage

@@ -15,7 +15,10 @@ void end_activity(void* c) { static_cast<controller*>(c)->end_activity(); }
 erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
                            std::uint32_t word_bytes, std::uint64_t byte_offset,
                            const options& given, std::shared_ptr<warpstore::cache> shared)
-    : rows_(rows), row_bytes_(row_bytes), word_bytes_(word_bytes) {
+    : rows_(rows),
+      row_bytes_(row_bytes),
+      word_bytes_(word_bytes),
+      gather_sm_share_(given.gather_sm_share) {
   options opts = given;
   if (shared) {
     opts.cache_bytes = shared->bytes();

@@ -71,6 +71,8 @@ class erased_array {
   std::uint64_t rows() const { return rows_; }
   std::uint64_t row_bytes() const { return row_bytes_; }
   std::uint32_t word_bytes() const { return word_bytes_; }
+  // options::gather_sm_share: where a GPU gather runs (gather_gpu.cu).
+  std::uint32_t gather_sm_share() const { return gather_sm_share_; }
   detail::array_base& base() const { return *base_; }
 
   // Gathers rows idx[0..n) (signed 32- or 64-bit, `index_bytes`) into `out`
@@ -106,6 +108,7 @@ class erased_array {
   std::uint64_t rows_;
   std::uint64_t row_bytes_;
   std::uint32_t word_bytes_;
+  std::uint32_t gather_sm_share_;
   std::unique_ptr<detail::array_base> base_;  // an array<word<word_bytes>>
   mutable std::mutex slots_mutex_;
   mutable std::vector<call_slot> free_slots_;  // one per call that ran at once, reused

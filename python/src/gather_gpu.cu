@@ -50,19 +50,23 @@ void destroy_call_slot(call_slot& s) noexcept {
 namespace {
 
 constexpr unsigned block_threads = 256;
-// Where a gather runs, beside a training step's kernels (fetch-ahead). At
-// most 80 registers a thread (three blocks' worth of a multiprocessor's
-// register file) and two resident blocks a multiprocessor: 40 % of every
-// register file stays free. At 128 registers two blocks filled it, nothing
-// ran beside a gather, and a GraphSAGE step waited for its whole fetch
-// (measured on an H100, 2026-11-25: the exposed fetch went from 46 % of the
-// epoch to 8 %). A large matrix product, whose block wants a whole
-// multiprocessor, still waits (engine.gpu_op.beside_gather): confining the
-// gather to a quarter of the multiprocessors freed it, but halved the
-// gather's rate, because a warp picks its queue pair by multiprocessor and
-// so reached only some of the service threads. See BENCHMARKS.md.
+// Where a gather runs, beside a training step's kernels (fetch-ahead).
+// By default (options::gather_sm_share 0) on every multiprocessor: at most 80
+// registers a thread (three blocks' worth of a register file) and two
+// resident blocks a multiprocessor, so 40 % of every register file stays
+// free. At 128 registers two blocks filled it, nothing ran beside a gather,
+// and a GraphSAGE step waited for its whole fetch (measured on an H100,
+// 2026-11-25: the exposed fetch went from 46 % of the epoch to 8 %). A large
+// matrix product, whose block wants a whole multiprocessor, still waits
+// (engine.gpu_op.beside_gather). With gather_sm_share N the gather runs on
+// 1/N of the multiprocessors in blocks of wide_threads at 64 registers (the
+// scheduler puts one such block on a multiprocessor), leaving the others
+// whole; measured with N = 4 that freed the product but halved the gather's
+// rate while a warp's queue pair followed its multiprocessor (queue_spread
+// spreads them). See BENCHMARKS.md.
 constexpr int min_blocks_per_sm = 3;
 constexpr std::uint64_t resident_blocks_per_sm = 2;
+constexpr unsigned wide_threads = 1024;
 
 // A multiprocessor splits its on-chip memory between L1 and shared memory
 // for the blocks resident on it, and blocks of another split wait until it
@@ -76,20 +80,22 @@ void prefer_shared_memory(K kernel) {
   WARPSTORE_CUDA_TRY(once);
 }
 
-// Blocks for a gather of `items` warps' or threads' worth of work.
-std::uint64_t grid_for(std::uint64_t items, std::uint64_t per_block) {
+int multiprocessors() {
   int device = 0, sms = 0;
   WARPSTORE_CUDA_TRY(cudaGetDevice(&device));
   WARPSTORE_CUDA_TRY(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device));
-  return std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>((items + per_block - 1) / per_block,
-                                 resident_blocks_per_sm * static_cast<std::uint64_t>(sms > 0 ? sms : 1)));
+  return sms > 0 ? sms : 1;
+}
+
+// Blocks for `items` threads' or warps' worth of work, `per_block` a block,
+// at most `most`.
+std::uint64_t grid_for(std::uint64_t items, std::uint64_t per_block, std::uint64_t most) {
+  return std::max<std::uint64_t>(1, std::min((items + per_block - 1) / per_block, most));
 }
 
 template <class W, class I>
-__global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
-    gather_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
-                           call_record* rec) {
+__device__ void elements_body(const array_ref<W>& a, const I* idx, W* out, std::uint64_t n,
+                              call_record* rec) {
   const std::uint64_t threads = gridDim.x * std::uint64_t{blockDim.x};
   // Whole warps walk the elements together (lanes of one line share its lookup).
   for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < n; k += threads)
@@ -97,9 +103,8 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
 }
 
 template <class W, class I>
-__global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
-    gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
-                       W* out, std::uint64_t n, call_record* rec) {
+__device__ void rows_body(const array_ref<W>& a, std::uint64_t rows, std::uint64_t row_words,
+                          const I* idx, W* out, std::uint64_t n, call_record* rec) {
   const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
   // k is the same for every lane of a warp: each warp walks its rows whole.
   for (std::uint64_t k = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; k < n;
@@ -108,22 +113,64 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
 }
 
 template <class W, class I>
+__global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
+    gather_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
+                           call_record* rec) {
+  elements_body(a, idx, out, n, rec);
+}
+
+template <class W, class I>
+__global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
+    gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
+                       W* out, std::uint64_t n, call_record* rec) {
+  rows_body(a, rows, row_words, idx, out, n, rec);
+}
+
+template <class W, class I>
+__global__ void __launch_bounds__(wide_threads, 1)
+    wide_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
+                         call_record* rec) {
+  elements_body(a, idx, out, n, rec);
+}
+
+template <class W, class I>
+__global__ void __launch_bounds__(wide_threads, 1)
+    wide_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
+                     W* out, std::uint64_t n, call_record* rec) {
+  rows_body(a, rows, row_words, idx, out, n, rec);
+}
+
+template <class W, class I>
 void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaStream_t s,
             call_record* rec) {
   array_ref<W> a = static_cast<const array<W>&>(ea.base()).ref();
   a.errors = &rec->errors;  // this call's errors, not the array's
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
+  const auto sms = static_cast<std::uint64_t>(multiprocessors());
   // Grid-stride loops over resident blocks only: 16 warps a multiprocessor,
   // two thousand on an H100, keep more misses in flight than the controller
   // serves at once.
-  if (row_words == 1) {
+  if (const std::uint64_t share = ea.gather_sm_share(); share != 0) {
+    const std::uint64_t most = std::max<std::uint64_t>(1, sms / share);
+    if (row_words == 1) {
+      prefer_shared_memory(wide_elements_kernel<W, I>);
+      wide_elements_kernel<<<static_cast<unsigned>(grid_for(n, wide_threads, most)),
+                             wide_threads, 0, s>>>(a, idx, out, n, rec);
+    } else {
+      prefer_shared_memory(wide_rows_kernel<W, I>);
+      wide_rows_kernel<<<static_cast<unsigned>(grid_for(n, wide_threads / 32, most)),
+                         wide_threads, 0, s>>>(a, ea.rows(), row_words, idx, out, n, rec);
+    }
+  } else if (row_words == 1) {
     prefer_shared_memory(gather_elements_kernel<W, I>);
-    gather_elements_kernel<<<static_cast<unsigned>(grid_for(n, block_threads)), block_threads, 0,
-                             s>>>(a, idx, out, n, rec);
+    gather_elements_kernel<<<static_cast<unsigned>(
+                                 grid_for(n, block_threads, resident_blocks_per_sm * sms)),
+                             block_threads, 0, s>>>(a, idx, out, n, rec);
   } else {
     prefer_shared_memory(gather_rows_kernel<W, I>);
-    gather_rows_kernel<<<static_cast<unsigned>(grid_for(n, block_threads / 32)), block_threads, 0,
-                         s>>>(a, ea.rows(), row_words, idx, out, n, rec);
+    gather_rows_kernel<<<static_cast<unsigned>(
+                             grid_for(n, block_threads / 32, resident_blocks_per_sm * sms)),
+                         block_threads, 0, s>>>(a, ea.rows(), row_words, idx, out, n, rec);
   }
   WARPSTORE_CHECK_LAUNCH();
 }

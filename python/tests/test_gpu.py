@@ -74,3 +74,29 @@ def test_out_of_range_on_the_gpu(big):
         with pytest.raises(IndexError, match=r"index 16384 \(at position 16384\)"):
             a[idx]
         assert a[torch.tensor([1], device="cuda")].is_cuda  # still usable
+
+
+@pytest.mark.parametrize("share,spread", [(1, "0"), (4, "1"), (64, "1")])
+def test_gathers_confined_to_a_share_of_the_gpu(big, monkeypatch, share, spread):
+    # gather_sm_share runs a gather on 1/N of the multiprocessors (one wide
+    # block each); queue_spread spreads their warps over the queue pairs.
+    # Rows and elements, async and not, all right.
+    import torch
+
+    path, data = big
+    monkeypatch.setenv("WARPSTORE_GATHER_SM_SHARE", str(share))
+    monkeypatch.setenv("WARPSTORE_QUEUE_SPREAD", spread)
+    idx = torch.randint(0, 16384, (50000,), device="cuda",
+                        generator=torch.Generator("cuda").manual_seed(share))
+    want = torch.from_numpy(data[idx.cpu().numpy()])
+    with warpstore.open(path, torch.float32, (-1, 1024), cache="4MiB") as a:
+        assert torch.equal(a[idx].cpu(), want)
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            p = a.gather_async(idx)
+        assert torch.equal(p.wait().cpu(), want)
+        assert a.stats()["errors"] == 0
+    flat = data.reshape(-1)
+    eidx = torch.randint(0, flat.size, (200000,), device="cuda")
+    with warpstore.open(path, torch.float32, cache="4MiB") as a:
+        assert torch.equal(a[eidx].cpu(), torch.from_numpy(flat[eidx.cpu().numpy()]))

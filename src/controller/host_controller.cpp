@@ -37,6 +37,7 @@ host_controller::host_controller(std::shared_ptr<backing_file> file, const optio
       queues_(queue_count(opts), opts.queue_depth, slot_bytes, opts.deliver == delivery::gpu_pull,
               opts.timeout_ns) {
   faults_ = std::move(faults);
+  queue_spread_ = opts.queue_spread;
   if (!file_) throw invalid_argument("host controller: no backing file");
   if (opts.service_threads == 0)
     throw invalid_argument("host controller: service_threads must be at least 1");
@@ -117,7 +118,9 @@ void host_controller::stop_units() noexcept {
 }
 
 io_ref host_controller::device_ref() const {
-  return io_ref{io_kind::queues, queues_.device_ref(), {}};
+  io_ref r{io_kind::queues, queues_.device_ref(), {}};
+  r.queues.spread = queue_spread_;
+  return r;
 }
 
 controller_stats host_controller::stats() const {

@@ -100,6 +100,7 @@ class host_controller final : public controller {
   std::string last_io_error_;
   std::atomic<bool> failed_{false};
   bool registered_buffers_ = true;
+  bool queue_spread_ = false;  // options::queue_spread
   std::shared_ptr<fault_policy> faults_;
   // Buffered WRITEs of every worker (null: each worker writes through its
   // io_uring). Stops after the workers, so their drain sees their writes end.

@@ -461,6 +461,30 @@ TEST(HostControllerSleep, IdleThreadsSleepAndStillServeEveryQueue) {
 // back 15 ms, so the last lane waits about 720 ms for its turn, more than the
 // 300 ms deadline (roomy for one command under a sanitizer on 2 busy cores).
 // The queue moves all along: every read succeeds.
+TEST(HostControllerQueue, SpreadSettingReachesTheQueueSet) {
+  // options::queue_spread travels to the device's view; a lane keeps one
+  // pair for a command either way (on the CPU a lane's locality is its own).
+  pattern_file f(1 << 20);
+  for (bool spread : {false, true}) {
+    options o = test_options(delivery::gpu_pull, 4, 8, 2);
+    o.queue_spread = spread;
+    host_controller ctl(std::make_shared<backing_file>(f.path(), o.direct), o, 4096);
+    const queue_set_ref qs = ctl.device_ref().queues;
+    EXPECT_EQ(qs.spread, spread);
+    std::atomic<unsigned> bad{0};
+    test::run_lanes(8, [&](unsigned lane) {
+      const queue_pair_ref& qp = qs.pick(lane);
+      EXPECT_EQ(&qp, &qs.pairs[qs.index_for(lane)]);
+      std::vector<std::byte> dst(4096);
+      if (!read_blocks(qp, 8 * lane, 8, dst.data()).success() ||
+          first_mismatch(dst.data(), 8 * lane * block, 4096, f.bytes()) != -1)
+        bad.fetch_add(1);
+    });
+    EXPECT_EQ(bad.load(), 0u);
+    EXPECT_NO_THROW(ctl.check());
+  }
+}
+
 TEST(HostControllerQueue, LongQueueIsSlowNotStuck) {
   pattern_file f(1 << 20);
   options o = test_options(delivery::gpu_pull, 1, 2, 1);

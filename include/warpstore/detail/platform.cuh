@@ -198,6 +198,19 @@ WARPSTORE_HD inline unsigned locality_id() {
 #endif
 }
 
+// A caller's locality spread over the warps of its multiprocessor: on the
+// GPU, warps of one SM land on different values (the same for every lane of
+// a warp); on the CPU, locality ids are per thread already.
+WARPSTORE_HD inline unsigned spread_locality(unsigned locality) {
+#if WARPSTORE_ON_GPU
+  unsigned warp_slot;
+  asm volatile("mov.u32 %0, %%warpid;" : "=r"(warp_slot));
+  return locality + 37u * warp_slot;
+#else
+  return locality;
+#endif
+}
+
 // Warp primitives. All take the mask of the lanes that call together.
 namespace warp {
 
