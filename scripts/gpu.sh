@@ -14,7 +14,10 @@
 # scripts/studies/STUDY.sh, says what its steps run). `scripts/gpu.sh` alone
 # lists them.
 #
-# Environment: OUT, BUILD_DIR (default build-gpu), BUDGET (seconds for the
+# The device tool returns only a few files from $OUT: PACK=1 leaves just
+# summary.log and results.tar.gz (everything the study wrote) there at the end.
+#
+# Environment: OUT, PACK, BUILD_DIR (default build-gpu), BUDGET (seconds for the
 # whole study, where it has one), GPU_CMAKE_ARGS, WARPSTORE_COMMIT (the
 # commit the results name; default HEAD), PYTHON (default python3), and each
 # study's own (its file lists them).
@@ -55,4 +58,9 @@ steps_init "$study"
 cd "$root" || exit 1
 "study_${study//-/_}"
 step "done (status $status)"
+if [ "${PACK:-0}" = 1 ]; then
+  tar -C "$out" -czf "/tmp/results-$$.tar.gz" --exclude=logs.tar.gz . &&
+    find "$out" -mindepth 1 ! -name summary.log -delete &&
+    mv "/tmp/results-$$.tar.gz" "$out/results.tar.gz"
+fi
 exit $status

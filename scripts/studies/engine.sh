@@ -18,11 +18,15 @@
 #                minutes; COLD_S)
 #   fetch        the feature fetch alone (bench/python_fetch.py): warpstore
 #                against memmap and pinned host memory, per batch of rows
+#   variants     the tuning switches not yet on by default, one run each:
+#                gather_sm_share x queue_spread for the GPU op beside a
+#                gather, GraphSAGE and the fetch; combine_reads for the fetch
+#                and the regime map's dense cells (VARIANTS overrides the list)
 #   pressure     more lines wanted than the cache holds (bench/python_pressure.py):
 #                2 M uint32 through 1024 lines of 64 KiB, and gathers at 0.1x,
 #                1x and 10x the cache against the miss path
 study_summary="Python engine: GPU suite + pytest, stress, engine cost, GraphSAGE, fetch"
-study_steps="tests stress pyasync bench engine graphsage attribution smoke async cold fetch pressure"
+study_steps="tests stress pyasync bench engine graphsage attribution smoke async cold fetch pressure variants"
 
 study_engine() {
   local py=${PYTHON:-python3}
@@ -113,6 +117,27 @@ study_engine() {
   if want fetch; then
     timed fetch 240 "$py" "$root/bench/python_fetch.py" --json "$out/fetch.json"
     rm -f /tmp/fetch-2000000x128.f32
+  fi
+
+  if want variants; then
+    # Each variant is environment settings (the tuning group of README's
+    # settings table); results per variant in $out/variant-*.json.
+    local v name
+    for v in ${VARIANTS:-"WARPSTORE_GATHER_SM_SHARE=0" "WARPSTORE_QUEUE_SPREAD=1"
+                         "WARPSTORE_GATHER_SM_SHARE=4,WARPSTORE_QUEUE_SPREAD=1"
+                         "WARPSTORE_GATHER_SM_SHARE=8,WARPSTORE_QUEUE_SPREAD=1"
+                         "WARPSTORE_COMBINE_READS=1"}; do
+      name=${v//WARPSTORE_/}; name=${name//,/-}; name=${name//=/}
+      # shellcheck disable=SC2086 # the variant's VAR=VALUE words
+      timed "variant-$name" 200 env ${v//,/ } sh -c '
+        "$0" "$1/bench/python_engine.py" --idle-s 1 --arrays 3 --json "$2/variant-'"$name"'-engine.json" &&
+        "$0" "$1/apps/graphsage/train.py" --nodes 2000000 --dim 128 --epochs 2 --batches 30 \
+          --test-nodes 10000 --dir /tmp --reuse --sources warpstore,gpu \
+          --json "$2/variant-'"$name"'-graphsage.json" &&
+        "$0" "$1/bench/python_fetch.py" --json "$2/variant-'"$name"'-fetch.json"' \
+        "$py" "$root" "$out"
+    done
+    rm -f /tmp/graphsage-2000000x128.f32 /tmp/fetch-2000000x128.f32
   fi
 
   if want pressure; then
