@@ -456,11 +456,6 @@ TEST(HostControllerSleep, IdleThreadsSleepAndStillServeEveryQueue) {
   }
 }
 
-// A deadline means no progress for that long, not a long queue: 48 lanes
-// queue on one pair that holds one command at a time, each completion held
-// back 15 ms, so the last lane waits about 720 ms for its turn, more than the
-// 300 ms deadline (roomy for one command under a sanitizer on 2 busy cores).
-// The queue moves all along: every read succeeds.
 TEST(HostControllerQueue, SpreadSettingReachesTheQueueSet) {
   // options::queue_spread travels to the device's view; a lane keeps one
   // pair for a command either way (on the CPU a lane's locality is its own).
@@ -485,14 +480,23 @@ TEST(HostControllerQueue, SpreadSettingReachesTheQueueSet) {
   }
 }
 
-TEST(HostControllerQueue, LongQueueIsSlowNotStuck) {
+// A deadline means no progress for that long, not a long queue: 48 lanes
+// queue on one pair that holds one command at a time, each completion held
+// back 15 ms, so the last lane waits about 720 ms for its turn, more than the
+// 300 ms deadline (roomy for one command under a sanitizer on 2 busy cores).
+// The queue moves all along: every read succeeds.
+namespace {
+
+// 48 lanes each read their own 8 blocks through one pair, every command
+// faulted as `plan` says: how many failed, came back wrong, and how long
+// it all took; the controller must still be healthy after.
+struct slow_reads {
+  unsigned failed = 0, wrong = 0;
+  std::chrono::steady_clock::duration took{};
+  std::uint64_t injected = 0;
+};
+slow_reads read_through_faults(const options& o, const fault_plan& plan) {
   pattern_file f(1 << 20);
-  options o = test_options(delivery::gpu_pull, 1, 2, 1);
-  o.timeout_ns = 300'000'000ull;
-  fault_plan plan;
-  plan.kind = fault_kind::delay;
-  plan.probability = 1;
-  plan.hold_ns = 15'000'000ull;
   auto faults = std::make_shared<planned_faults>(plan);
   host_controller ctl(std::make_shared<backing_file>(f.path(), o.direct), o, 4096, faults);
   const queue_pair_ref& qp = ctl.device_ref().queues.pick(0);
@@ -504,12 +508,26 @@ TEST(HostControllerQueue, LongQueueIsSlowNotStuck) {
     if (!st.success()) failed.fetch_add(1);
     else if (first_mismatch(dst.data(), 8 * lane * block, 4096, f.bytes()) != -1) wrong.fetch_add(1);
   });
-  const auto took = std::chrono::steady_clock::now() - t0;
-  EXPECT_EQ(failed.load(), 0u);
-  EXPECT_EQ(wrong.load(), 0u);
-  EXPECT_GT(took, std::chrono::milliseconds(600)) << "the queue was not as long as meant";
-  EXPECT_EQ(faults->injected(), 48u);
+  slow_reads r{failed.load(), wrong.load(), std::chrono::steady_clock::now() - t0,
+               faults->injected()};
   EXPECT_NO_THROW(ctl.check());
+  return r;
+}
+
+}  // namespace
+
+TEST(HostControllerQueue, LongQueueIsSlowNotStuck) {
+  options o = test_options(delivery::gpu_pull, 1, 2, 1);
+  o.timeout_ns = 300'000'000ull;
+  fault_plan plan;
+  plan.kind = fault_kind::delay;
+  plan.probability = 1;
+  plan.hold_ns = 15'000'000ull;
+  const slow_reads r = read_through_faults(o, plan);
+  EXPECT_EQ(r.failed, 0u);
+  EXPECT_EQ(r.wrong, 0u);
+  EXPECT_GT(r.took, std::chrono::milliseconds(600)) << "the queue was not as long as meant";
+  EXPECT_EQ(r.injected, 48u);
 }
 
 TEST(HostControllerQueue, CompletionsHeldPastTheDeadlineAreSlowNotStuck) {
@@ -517,7 +535,6 @@ TEST(HostControllerQueue, CompletionsHeldPastTheDeadlineAreSlowNotStuck) {
   // most waiters wait past it while the pair keeps retiring others'
   // completions. Slow, not stuck: every read completes, right (a timeout
   // in wait() would fail the whole pair).
-  pattern_file f(1 << 20);
   options o = test_options(delivery::gpu_pull, 1, 64, 1);
   o.timeout_ns = 100'000'000ull;
   fault_plan plan;
@@ -525,23 +542,11 @@ TEST(HostControllerQueue, CompletionsHeldPastTheDeadlineAreSlowNotStuck) {
   plan.probability = 1;
   plan.hold_ns = 400'000'000ull;
   plan.seed = 7;
-  auto faults = std::make_shared<planned_faults>(plan);
-  host_controller ctl(std::make_shared<backing_file>(f.path(), o.direct), o, 4096, faults);
-  const queue_pair_ref& qp = ctl.device_ref().queues.pick(0);
-  std::atomic<unsigned> failed{0}, wrong{0};
-  const auto t0 = std::chrono::steady_clock::now();
-  test::run_lanes(48, [&](unsigned lane) {
-    std::vector<std::byte> dst(4096);
-    const nvme::status st = read_blocks(qp, 8 * lane, 8, dst.data());
-    if (!st.success()) failed.fetch_add(1);
-    else if (first_mismatch(dst.data(), 8 * lane * block, 4096, f.bytes()) != -1) wrong.fetch_add(1);
-  });
-  const auto took = std::chrono::steady_clock::now() - t0;
-  EXPECT_EQ(failed.load(), 0u);
-  EXPECT_EQ(wrong.load(), 0u);
-  EXPECT_GT(took, std::chrono::milliseconds(200)) << "no completion was held past the deadline";
-  EXPECT_EQ(faults->injected(), 48u);
-  EXPECT_NO_THROW(ctl.check());
+  const slow_reads r = read_through_faults(o, plan);
+  EXPECT_EQ(r.failed, 0u);
+  EXPECT_EQ(r.wrong, 0u);
+  EXPECT_GT(r.took, std::chrono::milliseconds(200)) << "no completion was held past the deadline";
+  EXPECT_EQ(r.injected, 48u);
 }
 
 TEST(HostControllerRaw, CompletionFieldsAndFullCompletionQueue) {
