@@ -182,6 +182,8 @@ def test_reads_from_threads_and_close_waits_for_them(rows):
         assert outcomes == ["closed"] * 3
         with pytest.raises(ValueError, match="closed"):
             a.read(0, 1)
+        with pytest.raises(ValueError, match="closed"):
+            a.read(0, 0)
 
 
 class Interrupted(Exception):

@@ -342,9 +342,7 @@ class Array:
 
     def _read_into(self, start, n, out):
         """Bulk-reads rows [start, start + n) into out (checked), then swaps bytes if needed."""
-        if n == 0:
-            return
-        first = start * self._row_bytes
+        first = start * self._row_bytes  # n == 0 still asks the extension: a closed array raises
         if _framework(out) == "torch":
             import torch
 
