@@ -113,7 +113,9 @@ class Array:
     Made by :func:`warpstore.open`. ``gather(idx)`` (or ``arr[idx]``) reads
     elements of a 1-D array or rows of an ``[N, ...]`` array; results land on
     the index tensor's device (and, for CUDA tensors, its current stream).
-    Integers and slices return NumPy arrays. Close it (or use ``with``) to
+    Integers and slices return NumPy arrays (a contiguous slice is one bulk
+    read). ``read(start, stop)`` reads a row range in bulk, past the cache,
+    onto the array's device. Close it (or use ``with``) to
     free the cache and stop the controller's threads.
 
     An array does not cross ``fork()``: in a forked child every call raises
@@ -309,12 +311,11 @@ class Array:
 
             want = getattr(torch, self._dtype_name)
             dev = out.device
-            if dev.type == "cuda":
-                if self._impl.device < 0 or dev.index != self._impl.device:
-                    where = "the CPU" if self._impl.device < 0 else f"cuda:{self._impl.device}"
-                    raise ValueError(f"out is on {dev}; it must be on {where} or the CPU")
-            elif dev.type != "cpu":
-                raise ValueError(f"out is on {dev}; it must be on {self.device} or the CPU")
+            d = self._impl.device
+            on_array = dev.type == "cuda" and d >= 0 and dev.index == d
+            if not on_array and dev.type != "cpu":
+                allowed = "the CPU (this is the CPU target)" if d < 0 else f"cuda:{d} or the CPU"
+                raise ValueError(f"out is on {dev}; it must be on {allowed}")
             if out.requires_grad:
                 raise ValueError("out requires grad: pass a tensor that does not")
             contiguous = out.is_contiguous()
