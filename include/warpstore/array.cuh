@@ -69,9 +69,10 @@ class array_base {
   // (counted from the array's first byte) into `dst` and returns once they
   // are there, without the cache: large chunks read by several threads at
   // once (src/controller/bulk_reader.h), through reused pinned buffers and
-  // the copy engines where `dst` is GPU memory. `dst` is GPU memory on the
-  // GPU target (the copies wait for the work queued so far on `stream`, a
-  // cudaStream_t, 0 the default stream) or host memory on either target.
+  // the copy engines where `dst` is GPU memory. `dst` is GPU memory of the
+  // current device on the GPU target (the copies wait for the work queued so
+  // far on `stream`, a cudaStream_t, 0 the default stream) or host memory on
+  // either target.
   // A writable array first writes back what it holds dirty (flush(), so
   // nothing of it may be pinned and no kernel may write it meanwhile): the
   // read returns what the array's own writes left. `interrupt`, if set, is
