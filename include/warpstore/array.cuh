@@ -13,6 +13,7 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -23,6 +24,10 @@
 #include "warpstore/settings.h"
 
 namespace warpstore {
+
+namespace host_detail {
+class bulk_reader;
+}
 
 namespace detail {
 
@@ -58,6 +63,25 @@ class array_base {
   // durable (memory controller: dirty chunks to the file, fdatasync). Then
   // raises what failed, like check().
   void flush();
+  // The array's size in bytes (size() elements).
+  std::uint64_t size_bytes() const;
+  // Bulk read: copies the array's bytes [first_byte, first_byte + bytes)
+  // (counted from the array's first byte) into `dst` and returns once they
+  // are there, without the cache: large chunks read by several threads at
+  // once (src/controller/bulk_reader.h), through reused pinned buffers and
+  // the copy engines where `dst` is GPU memory. `dst` is GPU memory of the
+  // current device on the GPU target (the copies wait for the work queued so
+  // far on `stream`, a cudaStream_t, 0 the default stream) or host memory on
+  // either target.
+  // A writable array first writes back what it holds dirty (flush(), so
+  // nothing of it may be pinned and no kernel may write it meanwhile): the
+  // read returns what the array's own writes left. `interrupt`, if set, is
+  // called every few milliseconds and may stop the read (runtime_error of
+  // kind cancelled). Raises invalid_argument for a range outside the array,
+  // file_error (path, offset) for a failed or short read. Safe from several
+  // threads at once.
+  void read_range(std::uint64_t first_byte, std::uint64_t bytes, void* dst,
+                  std::uintptr_t stream = 0, const std::function<bool()>& interrupt = {});
   // Whether the backing file was opened read-write (options::writable).
   bool writable() const { return controller_->file().writable(); }
   // A view of the array's bytes (what a checkpoint copies): the ref of this
@@ -97,6 +121,7 @@ class array_base {
  private:
   std::shared_ptr<warpstore::cache> cache_;
   std::shared_ptr<controller> controller_;
+  std::shared_ptr<host_detail::bulk_reader> bulk_;  // the process's, for read_range
   runtime::device_ptr<error_record> errors_;
   std::uint64_t count_;
   std::uint64_t byte_offset_;

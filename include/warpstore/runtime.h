@@ -64,6 +64,48 @@ class copy_stream {
   std::vector<std::size_t> sizes_;
 };
 
+// Whether `p` is memory only the GPU reaches at full speed (device or
+// managed memory), as opposed to host memory a system call can write. Always
+// false on the CPU target.
+bool is_device_memory(const void* p);
+// The CUDA device current in the calling thread; -1 on the CPU target.
+int current_device();
+
+// One thread's ordered copies from its host buffers (pinned, on the GPU
+// target) to any memory, on a CUDA stream of its own, with two marks that
+// tell when the copies queued before them are done: what a bulk read uses to
+// read a chunk into one buffer while the copy engine drains the other. Made
+// on the current device; use_device() makes that device current in another
+// thread. On the CPU target a copy is a memcpy, done before copy() returns.
+class upload_stream {
+ public:
+  upload_stream();
+  ~upload_stream();
+  upload_stream(const upload_stream&) = delete;
+  upload_stream& operator=(const upload_stream&) = delete;
+  int device() const;
+  void use_device() const;
+  // Later copies start after the work queued so far on `stream` (a
+  // cudaStream_t; 0 the legacy default stream).
+  void after(std::uintptr_t stream);
+  // Queues a copy; `src` must stay as it is until a mark set after it is
+  // waited for.
+  void copy(void* dst, const void* src, std::size_t bytes);
+  // mark(k) (k 0 or 1) marks the copies queued so far; wait_mark(k) blocks
+  // until they are done (at once if mark(k) was never set).
+  void mark(unsigned k);
+  void wait_mark(unsigned k);
+  // Blocks until every queued copy is done.
+  void synchronize();
+
+ private:
+  void release() noexcept;
+  int device_ = 0;
+  void* stream_ = nullptr;
+  void* marks_[2] = {nullptr, nullptr};
+  void* order_ = nullptr;  // records the caller's stream for after()
+};
+
 // Owning handles for the two kinds of memory.
 struct device_deleter {
   void operator()(void* p) const noexcept { free_device(p); }

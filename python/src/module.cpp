@@ -352,6 +352,35 @@ class py_array {
     return first_bad == python::no_bad_position ? -1 : static_cast<std::int64_t>(first_bad);
   }
 
+  // Bulk read: the array's bytes [first_byte, first_byte + out's size)
+  // into out, in large chunks on several threads, without the cache
+  // (detail::array_base::read_range). out is host memory, or (GPU target)
+  // memory on the array's device, written after the work queued so far on
+  // `stream`; the bytes are in when this returns. Ctrl-C stops it.
+  void read(std::uint64_t first_byte, nb::ndarray<nb::c_contig> out, std::uintptr_t stream) {
+    signal_poll poll;
+    try {
+      nb::gil_scoped_release release;
+      settle_pending(false);
+      gate_pass<false> pass(gate_);
+      cache_share share(shared_.get());
+      const erased_array& a = open_array();
+      const bool host = on_host(out);
+      if (!host && !runtime::gpu_build())
+        throw warpstore::invalid_argument(
+            "this is the CPU target: the output must be host memory (a NumPy array or a CPU "
+            "tensor)");
+      if (!host && (out.device_type() != nb::device::cuda::value || out.device_id() != device_))
+        throw warpstore::invalid_argument("the output must be host memory or on the array's "
+                                          "device (cuda:" + std::to_string(device_) + ")");
+      a.base().read_range(first_byte, out.nbytes(), out.data(), host ? 0 : stream,
+                          std::ref(poll));
+    } catch (...) {
+      if (!poll.raised) throw;
+    }
+    if (poll.raised) throw std::move(*poll.raised);  // Ctrl-C wins over the result
+  }
+
   // Starts gathering rows idx (CUDA memory, on this array's device) into
   // out on `stream` and returns at once; the handle's wait() ends it. On
   // the CPU target the gather runs whole before this returns.
@@ -731,6 +760,8 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
           },
           nb::arg("idx"), nb::arg("out"), nb::arg("stream") = 0, nb::keep_alive<0, 1>(),
           nb::rv_policy::take_ownership)
+      .def("read", &py_array::read, nb::arg("first_byte"), nb::arg("out"),
+           nb::arg("stream") = 0)
       .def("stats", &py_array::stats)
       .def("reset_stats", &py_array::reset_stats)
       .def("clear_cache", &py_array::clear_cache)

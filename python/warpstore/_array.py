@@ -113,7 +113,9 @@ class Array:
     Made by :func:`warpstore.open`. ``gather(idx)`` (or ``arr[idx]``) reads
     elements of a 1-D array or rows of an ``[N, ...]`` array; results land on
     the index tensor's device (and, for CUDA tensors, its current stream).
-    Integers and slices return NumPy arrays. Close it (or use ``with``) to
+    Integers and slices return NumPy arrays (a contiguous slice is one bulk
+    read). ``read(start, stop)`` reads a row range in bulk, past the cache,
+    onto the array's device. Close it (or use ``with``) to
     free the cache and stop the controller's threads.
 
     An array does not cross ``fork()``: in a forked child every call raises
@@ -164,13 +166,19 @@ class Array:
         return (_reopen, (self._path, self._dtype, self._shape, self._offset, dict(self._settings),
                           self._backend_name))
 
-    def _raise_if_shrunk(self, error):
+    def _raise_if_shrunk(self, error, bulk=False):
         """After a failed read: names the row that failed, and if the file is
         now shorter than the array, says so (the controller only sees a read
-        past the end)."""
+        past the end). A bulk read's error knows its byte offset, not an
+        element."""
         from ._files import file_size
 
-        _errors.read_error_fields(error, self._row_bytes, _word_bytes(self._row_bytes))
+        offset = getattr(error, "offset", None)
+        if bulk:
+            row = None if offset is None else max(0, offset - self._offset) // self._row_bytes
+            _errors.with_fields(error, row=min(row, len(self) - 1) if row is not None else None)
+        else:
+            _errors.read_error_fields(error, self._row_bytes, _word_bytes(self._row_bytes))
         need = self._offset + self._shape[0] * self._row_bytes
         try:
             size = file_size(self._path)
@@ -238,6 +246,131 @@ class Array:
             return self._gather_cupy(idx)
         return self._gather_numpy(idx)
 
+    def read(self, start=None, stop=None, out=None):
+        """Rows ``[start, stop)`` in one bulk read that bypasses the cache:
+        the byte range is read in large chunks by several threads at once
+        (through pinned buffers and the copy engines into GPU memory).
+
+        For a tensor, a column, a shard: a contiguous range read whole, at
+        the file's speed, where ``gather`` would move it line by line.
+        start, stop: row numbers as in ``arr[start:stop]`` (None: the ends;
+        negative: from the end). A bound outside ``[-len, len]`` raises
+        IndexError, start after stop ValueError, a non-integer TypeError.
+        Returns a torch tensor on the array's CUDA device on the GPU target,
+        a NumPy array on the CPU target (a CPU torch tensor for bfloat16),
+        of shape ``(stop - start,) + shape[1:]``. out: a C-contiguous NumPy
+        array or torch tensor of that shape and dtype (on the array's device,
+        or on the CPU) to read into; it is returned. Byte-swapped dtypes come
+        back native, as from ``gather``. Ctrl-C stops a long read. A failed
+        read raises OSError with the path, byte ``offset`` and ``row``.
+        """
+        self._check_process()
+        start, stop = self._row_range(start, stop)
+        shape = (stop - start,) + self._row_shape
+        out = self._new_output(shape) if out is None else self._checked_out(out, shape)
+        self._read_into(start, stop - start, out)
+        return out
+
+    def _row_range(self, start, stop):
+        n = len(self)
+        bounds = []
+        for name, v, default in (("start", start, 0), ("stop", stop, n)):
+            if v is None:
+                bounds.append(default)
+                continue
+            if isinstance(v, (bool, np.bool_)):
+                raise TypeError(f"{name} must be an integer row, got {v!r}")
+            try:
+                v = operator.index(v)
+            except TypeError:
+                raise TypeError(f"{name} must be an integer row, got {type(v).__name__} "
+                                f"{v!r}") from None
+            if not -n <= v <= n:
+                raise _errors.index_error(self._path, v, n)
+            bounds.append(v + n if v < 0 else v)
+        if bounds[0] > bounds[1]:
+            raise ValueError(f"{self._path}: start row {bounds[0]} is after stop row {bounds[1]}"
+                             f" (start={start!r}, stop={stop!r})")
+        return bounds[0], bounds[1]
+
+    def _new_output(self, shape):
+        """An empty result: on the array's CUDA device (torch), or NumPy on the CPU target."""
+        d = self._impl.device
+        if d >= 0 or self._dtype_name == "bfloat16":
+            import torch
+
+            return torch.empty(shape, dtype=getattr(torch, self._dtype_name),
+                               device=f"cuda:{d}" if d >= 0 else "cpu")
+        return np.empty(shape, dtype=self._dtype_name)
+
+    def _checked_out(self, out, shape):
+        """out as given, if a bulk read can fill it whole; else TypeError or ValueError."""
+        kind = _framework(out)
+        if kind == "torch":
+            import torch
+
+            want = getattr(torch, self._dtype_name)
+            dev = out.device
+            d = self._impl.device
+            on_array = dev.type == "cuda" and d >= 0 and dev.index == d
+            if not on_array and dev.type != "cpu":
+                allowed = "the CPU (this is the CPU target)" if d < 0 else f"cuda:{d} or the CPU"
+                raise ValueError(f"out is on {dev}; it must be on {allowed}")
+            if out.requires_grad:
+                raise ValueError("out requires grad: pass a tensor that does not")
+            contiguous = out.is_contiguous()
+        elif isinstance(out, np.ndarray):
+            want = np.dtype(self._dtype_name) if self._dtype_name != "bfloat16" else None
+            if want is None:
+                raise TypeError("bfloat16 rows need a torch tensor as out")
+            if not out.flags.writeable:
+                raise ValueError("out is read-only")
+            if out.dtype != want and out.dtype.name == want.name:
+                raise TypeError(f"out has dtype {out.dtype} (not native byte order); results "
+                                f"are native {want}")
+            contiguous = out.flags.c_contiguous
+        else:
+            raise TypeError(f"out must be a NumPy array or a torch tensor, got "
+                            f"{type(out).__name__}")
+        if out.dtype != want:
+            raise TypeError(f"out has dtype {out.dtype}, the array {self._dtype_name}")
+        if tuple(out.shape) != tuple(shape):
+            raise ValueError(f"out has shape {tuple(out.shape)}, rows [{shape[0]} of them] need "
+                             f"{tuple(shape)}")
+        if not contiguous:
+            raise ValueError("out must be C-contiguous")
+        return out
+
+    def _read_into(self, start, n, out):
+        """Bulk-reads rows [start, start + n) into out (checked), then swaps bytes if needed."""
+        first = start * self._row_bytes  # n == 0 still asks the extension: a closed array raises
+        if _framework(out) == "torch":
+            import torch
+
+            view = out.reshape(-1).view(torch.uint8)
+            if out.is_cuda:
+                with torch.cuda.device(out.device):
+                    self._bulk(first, view, torch.cuda.current_stream(out.device).cuda_stream)
+                    if self._swap:
+                        u = view.view(-1, _swap_unit(self._dtype_name))
+                        u.copy_(u.flip(-1))
+                return
+            self._bulk(first, view, 0)
+            if self._swap:
+                u = view.view(-1, _swap_unit(self._dtype_name))
+                u.copy_(u.flip(-1))
+            return
+        self._bulk(first, out.reshape(-1).view(np.uint8), 0)
+        if self._swap:
+            out.byteswap(inplace=True)
+
+    def _bulk(self, first_byte, view, stream):
+        try:
+            self._impl.read(first_byte, view, stream)
+        except OSError as e:
+            self._raise_if_shrunk(e, bulk=True)
+            raise
+
     def gather_async(self, idx):
         """Starts gathering rows ``idx`` and returns a :class:`Pending` at once.
 
@@ -272,7 +405,15 @@ class Array:
     def __getitem__(self, key):
         self._check_process()
         if isinstance(key, slice):
-            return self._gather_numpy(np.arange(*key.indices(len(self)), dtype=np.int64))
+            start, stop, step = key.indices(len(self))
+            if step != 1:
+                return self._gather_numpy(np.arange(start, stop, step, dtype=np.int64))
+            # A contiguous run of rows: one bulk read into host memory.
+            if self._dtype_name == "bfloat16":
+                raise TypeError("bfloat16 results need PyTorch index tensors")
+            out = np.empty((max(0, stop - start),) + self._row_shape, dtype=self._dtype_name)
+            self._read_into(start, out.shape[0], out)
+            return out
         if isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_)):
             k = int(key)
             if not -len(self) <= k < len(self):

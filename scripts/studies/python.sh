@@ -1,12 +1,17 @@
-# scripts/gpu.sh python [gather] [pytest] [graphsage] [matrix]: the Python
-# package on the GPU, within $BUDGET seconds (default 200; 590 when matrix is
-# named) including the build. Builds
+# scripts/gpu.sh python [gather] [bulk] [pytest] [graphsage] [matrix]: the
+# Python package on the GPU, within $BUDGET seconds (default 250; 590 when
+# matrix is named) including the build. Builds
 # the extension (both targets) with CMake into build-gpu and puts it on
 # PYTHONPATH (no pip: nothing can be downloaded there); then
 #   gather     the gather benchmark (bench/python_gather.py: 4 GiB file in the
 #              page cache, batches of 512 MiB of rows, 2 GiB cache, 8 service
 #              threads), which rewrites bench/results/gather.json (copied to
 #              $OUT, with its plot gather.png)
+#   bulk       the bulk-read benchmark (bench/python_bulk.py: 64 MiB and
+#              1 GiB ranges of a file in the page cache into GPU memory,
+#              Array.read against KvikIO CuFile.read, where kvikio imports,
+#              and a read into pinned memory plus .to("cuda")), which rewrites
+#              bench/results/bulk.json (copied to $OUT)
 #   pytest     the pytest suite, GPU tests included
 #   graphsage  the GraphSAGE example (warpstore vs GPU memory vs memmap, same
 #              seed; 2 M nodes, 128 float32 features: a 1 GiB file, cache
@@ -20,11 +25,11 @@
 #              bench/results/plots/regimes-*.png. Only when named
 #              (`scripts/gpu.sh python matrix`): it takes a call of its own.
 #              MATRIX_ARGS adds arguments (e.g. --scale 1/8 for a smoke test).
-# BENCH_SIZE, BENCH_BATCH, BENCH_CACHE and GRAPH_NODES shrink it for a smoke
-# test elsewhere. A step skipped for want of time is a failure.
-study_summary="Python package: gather benchmark (gather.json), pytest, GraphSAGE"
-study_steps="gather pytest graphsage matrix"
-study_budget=200
+# BENCH_SIZE, BENCH_BATCH, BENCH_CACHE, BULK_SIZES and GRAPH_NODES shrink it
+# for a smoke test elsewhere. A step skipped for want of time is a failure.
+study_summary="Python package: gather benchmark (gather.json), bulk reads (bulk.json), pytest, GraphSAGE"
+study_steps="gather bulk pytest graphsage matrix"
+study_budget=250
 tail_lines=25
 skip_fails=1
 
@@ -51,6 +56,13 @@ study_python() {
       --threads 8 --json "$root/bench/results/gather.json" --plot "$out/gather.png"
     cp "$root/bench/results/gather.json" "$out/" 2>/dev/null
     rm -f /tmp/warpstore-gather.dat
+  fi
+  if want bulk; then
+    WARPSTORE_BENCH_COMMAND="source .deps/unpack-deps.sh; scripts/gpu.sh python bulk" \
+      timed bulk-bench 45 "$py" "$root/bench/python_bulk.py" --file /tmp/warpstore-bulk.dat \
+      --sizes "${BULK_SIZES:-64MiB,1GiB}" --json "$root/bench/results/bulk.json"
+    cp "$root/bench/results/bulk.json" "$out/" 2>/dev/null
+    rm -f /tmp/warpstore-bulk.dat
   fi
   if want pytest; then
     timed pytest 45 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests"

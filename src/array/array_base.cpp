@@ -1,8 +1,11 @@
+#include <algorithm>
 #include <bit>
 #include <stdexcept>
 #include <string>
 
 #include "warpstore/array.cuh"
+
+#include "controller/bulk_reader.h"
 
 namespace warpstore::detail {
 
@@ -50,6 +53,27 @@ array_base::array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<cont
   elems_per_line_log2_ =
       static_cast<std::uint32_t>(std::countr_zero(cache_->line_size() / elem_size));
   errors_ = runtime::make_device<error_record>(1);
+  bulk_ = host_detail::bulk_reader::acquire();
+}
+
+std::uint64_t array_base::size_bytes() const {
+  const auto line_log2 = static_cast<std::uint32_t>(std::countr_zero(cache_->line_size()));
+  return count_ << (line_log2 - elems_per_line_log2_);
+}
+
+void array_base::read_range(std::uint64_t first_byte, std::uint64_t bytes, void* dst,
+                            std::uintptr_t stream, const std::function<bool()>& interrupt) {
+  const std::uint64_t size = size_bytes();
+  if (first_byte > size || bytes > size - first_byte)
+    throw invalid_argument(path() + ": bytes [" + std::to_string(first_byte) + ", " +
+                               std::to_string(first_byte) + " + " + std::to_string(bytes) +
+                               ") are outside the array's " + std::to_string(size) + " bytes",
+                           path(), byte_offset_ + std::min(first_byte, size));
+  if (bytes == 0) return;
+  // The file is what the read sees: the array's dirty lines go there first.
+  if (writable()) flush();
+  controller_->check();
+  bulk_->read(controller_->file(), byte_offset_ + first_byte, bytes, dst, stream, interrupt);
 }
 
 array_base::~array_base() {

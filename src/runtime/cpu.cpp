@@ -69,4 +69,19 @@ void copy_stream::enqueue_to_host(void* dst, const void* src, std::size_t bytes)
 }
 void copy_stream::wait() {}
 
+bool is_device_memory(const void*) { return false; }
+int current_device() { return -1; }
+
+upload_stream::upload_stream() = default;
+upload_stream::~upload_stream() = default;
+int upload_stream::device() const { return -1; }
+void upload_stream::use_device() const {}
+void upload_stream::after(std::uintptr_t) {}
+void upload_stream::copy(void* dst, const void* src, std::size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+void upload_stream::mark(unsigned) {}
+void upload_stream::wait_mark(unsigned) {}
+void upload_stream::synchronize() {}
+
 }  // namespace warpstore::runtime

@@ -101,4 +101,65 @@ void copy_stream::wait() {
   WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream));
 }
 
+bool is_device_memory(const void* p) {
+  cudaPointerAttributes attr{};
+  WARPSTORE_CUDA_TRY(cudaPointerGetAttributes(&attr, p));
+  return attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged;
+}
+
+int current_device() {
+  int dev = 0;
+  WARPSTORE_CUDA_TRY(cudaGetDevice(&dev));
+  return dev;
+}
+
+upload_stream::upload_stream() {
+  WARPSTORE_CUDA_TRY(cudaGetDevice(&device_));
+  cudaStream_t s = nullptr;
+  WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  stream_ = s;
+  try {
+    for (void*& m : marks_) {
+      cudaEvent_t e = nullptr;
+      WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+      m = e;
+    }
+    cudaEvent_t e = nullptr;
+    WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    order_ = e;
+  } catch (...) {
+    release();
+    throw;
+  }
+}
+upload_stream::~upload_stream() { release(); }
+void upload_stream::release() noexcept {
+  for (void*& m : marks_)
+    if (m != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(m));
+  if (order_ != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(order_));
+  if (stream_ != nullptr) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  marks_[0] = marks_[1] = order_ = stream_ = nullptr;
+}
+int upload_stream::device() const { return device_; }
+void upload_stream::use_device() const { WARPSTORE_CUDA_TRY(cudaSetDevice(device_)); }
+void upload_stream::after(std::uintptr_t stream) {
+  auto order = static_cast<cudaEvent_t>(order_);
+  WARPSTORE_CUDA_TRY(cudaEventRecord(order, reinterpret_cast<cudaStream_t>(stream)));
+  WARPSTORE_CUDA_TRY(cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), order, 0));
+}
+void upload_stream::copy(void* dst, const void* src, std::size_t bytes) {
+  WARPSTORE_CUDA_TRY(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault,
+                                     static_cast<cudaStream_t>(stream_)));
+}
+void upload_stream::mark(unsigned k) {
+  WARPSTORE_CUDA_TRY(
+      cudaEventRecord(static_cast<cudaEvent_t>(marks_[k & 1]), static_cast<cudaStream_t>(stream_)));
+}
+void upload_stream::wait_mark(unsigned k) {
+  WARPSTORE_CUDA_TRY(cudaEventSynchronize(static_cast<cudaEvent_t>(marks_[k & 1])));
+}
+void upload_stream::synchronize() {
+  WARPSTORE_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
+}
+
 }  // namespace warpstore::runtime

@@ -1,0 +1,245 @@
+"""Array.read (and contiguous slices): bulk reads of a row range, on the CPU target
+(and, marked gpu, into CUDA memory)."""
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+import warpstore
+from conftest import SMALL, write
+
+
+@pytest.fixture
+def rows(tmp_path):
+    """[5000, 37] float32 (740 000 bytes: rows not aligned to anything) after a 1 KiB header."""
+    data = np.random.default_rng(3).standard_normal((5000, 37)).astype(np.float32)
+    return write(tmp_path / "rows.f32", data, offset=1024), data
+
+
+def open_rows(path, **kw):
+    return warpstore.open(path, np.float32, (-1, 37), offset=1024, **{**SMALL, **kw})
+
+
+RANGES = [(None, None), (0, 1), (4999, 5000), (1, 4999), (123, 4567), (-10, None), (None, -4990),
+          (-5000, 5000), (2500, 2500), (0, 0), (5000, 5000)]
+
+
+@pytest.mark.parametrize("direct", ["off", "on"])
+def test_read_matches_numpy_slicing(rows, controller, direct):
+    path, data = rows
+    try:
+        a = open_rows(path, controller=controller, direct=direct)
+    except OSError:
+        pytest.skip("no O_DIRECT here")
+    with a:
+        for start, stop in RANGES:
+            got = a.read(start, stop)
+            assert isinstance(got, np.ndarray) and got.dtype == np.float32
+            np.testing.assert_array_equal(got, data[start:stop])
+        np.testing.assert_array_equal(a.read(), data)
+        np.testing.assert_array_equal(a.read(stop=7), data[:7])
+        np.testing.assert_array_equal(a.read(np.int64(3), np.int32(9)), data[3:9])
+        assert a.stats()["misses"] == 0  # the cache was not used
+
+
+def test_contiguous_slices_are_bulk_reads_and_others_gather(rows):
+    path, data = rows
+    with open_rows(path) as a:
+        for key in (slice(None), slice(10, 20), slice(-3, None), slice(4000, 10**9),
+                    slice(30, 10), slice(None, None, 1)):
+            np.testing.assert_array_equal(a[key], data[key])
+        assert a.stats()["misses"] == 0
+        for key in (slice(None, None, 7), slice(100, 10, -3)):
+            np.testing.assert_array_equal(a[key], data[key])
+        assert a.stats()["misses"] > 0
+
+
+def test_one_dimensional_and_byte_swapped(tmp_path):
+    data = (np.arange(100_003) * 7919).astype(">i8")
+    path = write(tmp_path / "be.i8", data)
+    with warpstore.open(path, ">i8", **SMALL) as a:
+        got = a.read(17, 99_999)
+        assert got.dtype == np.int64 and got.dtype.isnative
+        np.testing.assert_array_equal(got, data[17:99_999].astype(np.int64))
+        np.testing.assert_array_equal(a[5:10], data[5:10].astype(np.int64))
+    c = (np.arange(1000) * (1 + 2j)).astype(">c8")
+    path = write(tmp_path / "be.c8", c)
+    with warpstore.open(path, ">c8", **SMALL) as a:
+        np.testing.assert_array_equal(a.read(1, 999), c[1:999].astype(np.complex64))
+
+
+def test_bad_ranges(rows):
+    path, _ = rows
+    with open_rows(path) as a:
+        for start, stop in ((5001, None), (None, 5001), (-5001, None), (0, 10**30)):
+            with pytest.raises(IndexError, match="out of range"):
+                a.read(start, stop)
+        with pytest.raises(ValueError, match="after stop"):
+            a.read(10, 5)
+        with pytest.raises(ValueError, match="after stop"):
+            a.read(-1, 10)
+        for bad in (1.5, "3", True, [1]):
+            with pytest.raises(TypeError, match="integer"):
+                a.read(bad, None)
+
+
+def test_out_is_checked_and_filled(rows):
+    path, data = rows
+    with open_rows(path) as a:
+        out = np.empty((100, 37), np.float32)
+        assert a.read(200, 300, out=out) is out
+        np.testing.assert_array_equal(out, data[200:300])
+        with pytest.raises(ValueError, match="shape"):
+            a.read(200, 301, out=out)
+        with pytest.raises(TypeError, match="dtype"):
+            a.read(200, 300, out=np.empty((100, 37), np.float64))
+        with pytest.raises(TypeError, match="byte order"):
+            a.read(200, 300, out=np.empty((100, 37), ">f4"))
+        with pytest.raises(ValueError, match="contiguous"):
+            a.read(200, 300, out=np.empty((37, 100), np.float32).T)
+        ro = np.empty((100, 37), np.float32)
+        ro.flags.writeable = False
+        with pytest.raises(ValueError, match="read-only"):
+            a.read(200, 300, out=ro)
+        with pytest.raises(TypeError, match="NumPy array or a torch tensor"):
+            a.read(200, 300, out=[0] * 3700)
+        np.testing.assert_array_equal(out, data[200:300])  # refused calls wrote nothing
+
+
+def test_torch_out_on_the_cpu(rows):
+    torch = pytest.importorskip("torch")
+    path, data = rows
+    with open_rows(path) as a:
+        out = torch.empty((50, 37), dtype=torch.float32)
+        assert a.read(-50, None, out=out) is out
+        np.testing.assert_array_equal(out.numpy(), data[-50:])
+        with pytest.raises(TypeError, match="dtype"):
+            a.read(-50, None, out=torch.empty((50, 37), dtype=torch.float64))
+        with pytest.raises(ValueError, match="contiguous"):
+            a.read(-50, None, out=torch.empty((37, 50), dtype=torch.float32).t())
+        if a.device == "cpu":
+            with pytest.raises(ValueError, match="meta"):
+                a.read(-50, None, out=torch.empty((50, 37), dtype=torch.float32, device="meta"))
+
+
+def test_bfloat16_comes_back_as_a_torch_tensor(tmp_path):
+    torch = pytest.importorskip("torch")
+    t = torch.randn(999, 5).to(torch.bfloat16)
+    path = write(tmp_path / "bf16", t.view(torch.int16).numpy())
+    with warpstore.open(path, "bfloat16", (-1, 5), **SMALL) as a:
+        got = a.read(3, 900)
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.bfloat16
+        assert torch.equal(got.cpu(), t[3:900])
+        with pytest.raises(TypeError, match="bfloat16"):
+            a.read(0, 1, out=np.empty((1, 5), np.float32))
+
+
+def test_a_file_that_shrank_is_an_oserror_with_path_and_row(rows):
+    path, data = rows
+    with open_rows(path) as a:
+        os.truncate(path, 1024 + 3000 * 37 * 4 + 5)
+        with pytest.raises(OSError) as info:
+            a.read(100, 4000)
+        e = info.value
+        assert e.filename == path and "shrank" in str(e) and "now" in str(e)
+        end = 1024 + 3000 * 148 + 5
+        assert e.offset is not None and end - 4096 <= e.offset < 1024 + 4000 * 148
+        assert e.row == (e.offset - 1024) // 148
+        np.testing.assert_array_equal(a.read(0, 3000), data[:3000])
+
+
+def test_reads_from_threads_and_close_waits_for_them(rows):
+    path, data = rows
+    for trial in range(8):
+        a = open_rows(path)
+        outcomes = []
+        started = threading.Barrier(4)
+
+        def reader(seed):
+            rng = np.random.default_rng(seed)
+            started.wait()
+            while True:
+                lo = int(rng.integers(0, 5000))
+                hi = int(rng.integers(lo, 5001))
+                try:
+                    got = a.read(lo, hi)
+                except ValueError as e:
+                    assert "closed" in str(e)
+                    outcomes.append("closed")
+                    return
+                np.testing.assert_array_equal(got, data[lo:hi])
+
+        threads = [threading.Thread(target=reader, args=(trial * 10 + k,)) for k in range(3)]
+        for t in threads:
+            t.start()
+        started.wait()
+        threading.Event().wait(0.003 * trial)
+        a.close()
+        for t in threads:
+            t.join()
+        assert outcomes == ["closed"] * 3
+        with pytest.raises(ValueError, match="closed"):
+            a.read(0, 1)
+        with pytest.raises(ValueError, match="closed"):
+            a.read(0, 0)
+
+
+class Interrupted(Exception):
+    pass
+
+
+def test_a_signal_handler_that_raises_stops_a_read(tmp_path):
+    n = 8 << 20  # 64 MiB of float64: a read takes a while on any machine
+    data = np.arange(n, dtype=np.float64)
+    path = write(tmp_path / "big.f64", data)
+
+    def handler(signum, frame):
+        raise Interrupted()
+
+    old = signal.signal(signal.SIGALRM, handler)
+    inside = 0
+    try:
+        with warpstore.open(path, np.float64, **SMALL) as a:
+            for delay in (0.001, 0.003, 0.005, 0.002) * 5:
+                signal.setitimer(signal.ITIMER_REAL, delay)  # one shot
+                try:
+                    for _ in range(100):
+                        a.read()
+                except Interrupted as e:
+                    # Raised from inside the extension's read (its poll ran
+                    # the handler), not between two reads.
+                    tb, frames = e.__traceback__, []
+                    while tb is not None:
+                        frames.append(tb.tb_frame.f_code.co_name)
+                        tb = tb.tb_next
+                    inside += frames[-2:] == ["_bulk", "handler"]
+                signal.setitimer(signal.ITIMER_REAL, 0)
+                if inside >= 2:
+                    break
+            np.testing.assert_array_equal(a.read(n - 1000, None), data[-1000:])
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    assert inside >= 2, "no interrupt reached a read in progress"
+
+
+@pytest.mark.gpu
+def test_read_into_cuda_memory(rows):
+    torch = pytest.importorskip("torch")
+    path, data = rows
+    with open_rows(path, backend="cuda") as a:
+        got = a.read(7, 4321)
+        assert got.is_cuda and got.device == torch.device(a.device)
+        np.testing.assert_array_equal(got.cpu().numpy(), data[7:4321])
+        out = torch.full((100, 37), -1.0, device=a.device)
+        stream = torch.cuda.Stream(device=a.device)
+        with torch.cuda.stream(stream):
+            out.fill_(3.0)  # queued before the read: the read must land after it
+            assert a.read(-100, None, out=out) is out
+        np.testing.assert_array_equal(out.cpu().numpy(), data[-100:])
+        np.testing.assert_array_equal(a[10:20], data[10:20])  # slices stay NumPy
+        host = torch.empty((10, 37), dtype=torch.float32).pin_memory()
+        a.read(0, 10, out=host)
+        np.testing.assert_array_equal(host.numpy(), data[:10])

@@ -1,0 +1,290 @@
+// Bulk reads of a file range into GPU or host memory (bulk_reader.h): chunks
+// at fixed file offsets, taken in turn by the caller and its helpers, each
+// read with pread (into the destination, or into one of the thread's two
+// pinned buffers while its stream copies the other to the GPU).
+#include "controller/bulk_reader.h"
+
+#include <pthread.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <exception>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "controller/service_common.h"
+#include "warpstore/error.h"
+#include "warpstore/runtime.h"
+
+namespace warpstore::host_detail {
+
+namespace {
+
+std::mutex reader_mutex;
+std::weak_ptr<bulk_reader> reader_instance;
+
+std::uint64_t round_down(std::uint64_t x, std::uint64_t a) { return x / a * a; }
+std::uint64_t round_up(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
+
+error_info cancelled_info(const std::string& path, std::uint64_t offset) {
+  error_info i;
+  i.kind = error_kind::cancelled;
+  i.path = path;
+  i.offset = offset;
+  return i;
+}
+
+// Reads [pos, pos + len) of `file` into buf, needing at least `need` bytes
+// (the rest of an O_DIRECT window may lie past the end of the file).
+void read_span(const backing_file& file, std::byte* buf, std::uint64_t pos, std::uint64_t len,
+               std::uint64_t need) {
+  std::uint64_t got = 0;
+  while (got < need) {
+    const ssize_t r = ::pread(file.fd(), buf + got, len - got, static_cast<off_t>(pos + got));
+    if (r < 0) {
+      const int err = errno;
+      if (err == EINTR || err == EAGAIN) continue;
+      throw file_error(err,
+                       "warpstore: bulk read of " + std::to_string(len - got) + " bytes at offset " +
+                           std::to_string(pos + got) + " of '" + file.path() +
+                           "' failed: " + errno_text(err),
+                       file.path(), pos + got);
+    }
+    const bool unaligned_direct =
+        file.direct() && (static_cast<std::uint64_t>(r) % file.direct_alignment()) != 0;
+    got += static_cast<std::uint64_t>(r);
+    // End of file (or an O_DIRECT read that stopped at it) before the bytes
+    // the array had when it was opened.
+    if ((r == 0 || unaligned_direct) && got < need) {
+      struct stat st {};
+      const std::string now = ::fstat(file.fd(), &st) == 0
+                                  ? "; it is now " + std::to_string(st.st_size) + " bytes"
+                                  : std::string();
+      throw file_error(EIO,
+                       "warpstore: bulk read hit the end of '" + file.path() + "' at offset " +
+                           std::to_string(pos + got) + ", before offset " +
+                           std::to_string(pos + need) + " (the file shrank: it had " +
+                           std::to_string(file.size_bytes()) + " bytes at open" + now + ")",
+                       file.path(), pos + got);
+    }
+  }
+}
+
+}  // namespace
+
+// One thread's buffers: two pinned bounce buffers (made on first use) and
+// the stream that copies them to the GPU (made on first use, per device).
+struct bulk_reader::lane {
+  runtime::host_mapped_ptr<std::byte> buffers[2];
+  std::unique_ptr<runtime::upload_stream> uploads;
+  std::byte* buffer(unsigned k, std::uint64_t bytes) {
+    if (!buffers[k & 1]) buffers[k & 1] = runtime::make_host_mapped<std::byte>(bytes, false);
+    return buffers[k & 1].get();
+  }
+};
+
+// What the threads of one read share.
+struct bulk_reader::call {
+  const backing_file* file = nullptr;
+  std::uint64_t offset = 0, end = 0;  // file bytes [offset, end)
+  std::byte* dst = nullptr;
+  std::uintptr_t stream = 0;
+  bool device = false;  // dst is GPU memory
+  std::uint64_t first_chunk = 0, chunks = 0;
+  const std::function<bool()>* interrupt = nullptr;
+  std::atomic<std::uint64_t> next{0};
+  std::atomic<bool> stop{false};
+  std::mutex m;
+  std::exception_ptr error;  // the first, under m
+  bool cancelled = false;    // under m
+
+  void fail(std::exception_ptr e) {
+    std::lock_guard<std::mutex> lock(m);
+    if (!error && !cancelled) error = std::move(e);
+    stop.store(true, std::memory_order_relaxed);
+  }
+};
+
+unsigned bulk_reader::default_threads() {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  return std::clamp(hw - hw / 4, 1u, max_threads);
+}
+
+std::shared_ptr<bulk_reader> bulk_reader::acquire() {
+  std::lock_guard<std::mutex> lock(reader_mutex);
+  std::shared_ptr<bulk_reader> r = reader_instance.lock();
+  if (!r) {
+    r = std::make_shared<bulk_reader>();
+    reader_instance = r;
+  }
+  return r;
+}
+
+bulk_reader::bulk_reader() : bulk_reader(config{}) {}
+
+bulk_reader::bulk_reader(config c)
+    : chunk_(c.chunk_bytes), threads_(c.threads == 0 ? default_threads() : c.threads) {
+  if (chunk_ == 0 || chunk_ % chunk_granule != 0 || chunk_ > max_chunk_bytes)
+    throw invalid_argument("bulk reader: chunk size " + std::to_string(chunk_) +
+                           " must be a multiple of " + std::to_string(chunk_granule) + " up to " +
+                           std::to_string(max_chunk_bytes));
+  if (threads_ > max_threads)
+    throw invalid_argument("bulk reader: " + std::to_string(threads_) + " threads, at most " +
+                           std::to_string(max_threads));
+}
+
+bulk_reader::~bulk_reader() = default;
+
+std::vector<bulk_reader::lane*> bulk_reader::take_lanes(unsigned want,
+                                                        const std::function<bool()>& interrupt) {
+  std::vector<lane*> taken;
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    while (taken.size() < want && !free_.empty()) {
+      taken.push_back(free_.back());
+      free_.pop_back();
+    }
+    while (taken.size() < want && lanes_.size() < threads_) {
+      lanes_.push_back(std::make_unique<lane>());
+      taken.push_back(lanes_.back().get());
+    }
+    if (!taken.empty()) return taken;
+    // Every thread is busy with other calls: wait for one, interruptibly.
+    freed_.wait_for(lock, std::chrono::nanoseconds(poll_interval_ns));
+    if (interrupt && free_.empty()) {
+      lock.unlock();
+      const bool stop = interrupt();
+      lock.lock();
+      if (stop) throw runtime_error("bulk read cancelled", cancelled_info({}, 0));
+    }
+  }
+}
+
+void bulk_reader::give_back(const std::vector<lane*>& lanes) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    free_.insert(free_.end(), lanes.begin(), lanes.end());
+  }
+  freed_.notify_all();
+}
+
+void bulk_reader::read(const backing_file& file, std::uint64_t offset, std::uint64_t bytes,
+                       void* dst, std::uintptr_t stream, const std::function<bool()>& interrupt) {
+  if (bytes == 0) return;
+  if (offset > file.size_bytes() || bytes > file.size_bytes() - offset)
+    throw invalid_argument("warpstore: bulk read of " + std::to_string(bytes) + " bytes at offset " +
+                               std::to_string(offset) + " of '" + file.path() +
+                               "' goes past its end (" + std::to_string(file.size_bytes()) +
+                               " bytes)",
+                           file.path(), offset);
+  if (dst == nullptr) throw invalid_argument("warpstore: bulk read into a null pointer", file.path());
+
+  call c;
+  c.file = &file;
+  c.offset = offset;
+  c.end = offset + bytes;
+  c.dst = static_cast<std::byte*>(dst);
+  c.stream = stream;
+  c.device = runtime::is_device_memory(dst);
+  c.first_chunk = offset / chunk_;
+  c.chunks = (c.end - 1) / chunk_ - c.first_chunk + 1;
+  c.interrupt = interrupt ? &interrupt : nullptr;
+
+  const auto want = static_cast<unsigned>(std::min<std::uint64_t>(c.chunks, threads_));
+  const std::vector<lane*> lanes = take_lanes(want, interrupt);
+  std::vector<std::thread> helpers;
+  try {
+    if (c.device) {
+      // Every lane's stream on the caller's device, made here (helpers make
+      // that device current from their stream).
+      const int dev = runtime::current_device();
+      for (lane* l : lanes)
+        if (!l->uploads || l->uploads->device() != dev)
+          l->uploads = std::make_unique<runtime::upload_stream>();
+    }
+    helpers.reserve(lanes.size() - 1);
+    for (std::size_t i = 1; i < lanes.size(); ++i) {
+      helpers.emplace_back([this, &c, l = lanes[i]] { work(c, *l, false); });
+      pthread_setname_np(helpers.back().native_handle(), "warpstore-bulk");
+    }
+  } catch (...) {
+    // A stream or a thread could not be made: the threads started read
+    // nothing more, the error is raised once they stopped.
+    c.fail(std::current_exception());
+  }
+  if (!c.stop.load(std::memory_order_relaxed)) work(c, *lanes[0], true);
+  for (std::thread& t : helpers) t.join();
+  give_back(lanes);
+
+  std::lock_guard<std::mutex> lock(c.m);
+  if (c.error) std::rethrow_exception(c.error);
+  if (c.cancelled) throw runtime_error("bulk read of '" + file.path() + "' cancelled",
+                                       cancelled_info(file.path(), offset));
+}
+
+void bulk_reader::work(call& c, lane& l, bool caller) {
+  const backing_file& file = *c.file;
+  const std::uint64_t align = file.direct() ? file.direct_alignment() : 1;
+  unsigned k = 0;  // chunks this thread sent through its buffers
+  std::uint64_t polled = 0;  // the first poll comes before the first chunk
+  try {
+    if (c.device) {
+      if (!caller) l.uploads->use_device();
+      l.uploads->after(c.stream);  // the destination may still be in use there
+    }
+    for (;;) {
+      if (caller && c.interrupt != nullptr && steady_ns() - polled >= poll_interval_ns) {
+        polled = steady_ns();
+        if ((*c.interrupt)()) {
+          std::lock_guard<std::mutex> lock(c.m);
+          c.cancelled = true;
+          c.stop.store(true, std::memory_order_relaxed);
+        }
+      }
+      if (c.stop.load(std::memory_order_relaxed)) break;
+      const std::uint64_t i = c.next.fetch_add(1, std::memory_order_relaxed);
+      if (i >= c.chunks) break;
+      const std::uint64_t from = std::max(c.offset, (c.first_chunk + i) * chunk_);
+      const std::uint64_t to = std::min(c.end, (c.first_chunk + i + 1) * chunk_);
+      std::byte* out = c.dst + (from - c.offset);
+      const bool aligned = from % align == 0 && to % align == 0 &&
+                           reinterpret_cast<std::uintptr_t>(out) % align == 0;
+      if (!c.device && aligned) {
+        read_span(file, out, from, to - from, to - from);
+        continue;
+      }
+      // Through a buffer: the O_DIRECT window around [from, to) stays inside
+      // the chunk, since chunk boundaries are aligned.
+      const std::uint64_t lo = round_down(from, align), hi = round_up(to, align);
+      std::byte* buf = l.buffer(k, chunk_);
+      if (c.device) l.uploads->wait_mark(k);  // the copy out of this buffer is done
+      read_span(file, buf, lo, hi - lo, to - lo);
+      if (c.device) {
+        l.uploads->copy(out, buf + (from - lo), to - from);
+        l.uploads->mark(k);
+        ++k;
+      } else {
+        std::memcpy(out, buf + (from - lo), to - from);
+      }
+    }
+    if (c.device) l.uploads->synchronize();
+  } catch (...) {
+    c.fail(std::current_exception());
+    // The buffers go back to the pool: no copy may still read them.
+    if (c.device && l.uploads) {
+      try {
+        l.uploads->synchronize();
+      } catch (...) {
+        l.uploads.reset();  // a broken stream is not reused
+      }
+    }
+  }
+}
+
+}  // namespace warpstore::host_detail

@@ -1,0 +1,99 @@
+// Bulk reads: a contiguous byte range of a backing file straight into a
+// destination (GPU memory, or host memory), without the cache and the
+// queues. The range is cut into large chunks at fixed file offsets; the
+// calling thread and a few helper threads of this call take chunks in turn,
+// so page-cache copies (a single thread's pread tops out at 5-10 GB/s) and
+// device reads run in parallel. Destinations in GPU memory go through pinned
+// bounce buffers, two a thread: the thread reads the next chunk into one
+// while its own stream's copy engine empties the other. Host destinations
+// are read into directly (through a bounce buffer only where O_DIRECT's
+// alignment is not met: the head and tail of an unaligned range).
+//
+// Threads: helpers live only for the call that starts them; the process's
+// reader caps the threads of all calls together (default: three quarters of
+// the cores, at most 16), and a call that finds none free works alone or
+// waits for one. Buffers: one set a thread, pinned, made on first use and
+// kept while some array holds the reader (the last one frees them).
+//
+// Lives in src/controller/ because it is file I/O against a backing_file,
+// with the same error conventions as the host controller's reads; the
+// array (src/array/array_base.cpp) decides when a bulk read is coherent with
+// its cache. Private to the library.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "warpstore/controller.h"
+
+namespace warpstore::host_detail {
+
+class bulk_reader {
+ public:
+  // Chunks: large enough that a system call and a copy launch cost little
+  // beside the bytes, small enough that a 64 MiB read still spreads over
+  // every thread and the pinned buffers stay modest (two a thread).
+  static constexpr std::uint64_t default_chunk_bytes = std::uint64_t{4} << 20;
+  // Chunk sizes must be multiples of this (the largest O_DIRECT alignment a
+  // backing file accepts), so every chunk boundary is aligned for O_DIRECT.
+  static constexpr std::uint64_t chunk_granule = std::uint64_t{1} << 16;
+  static constexpr std::uint64_t max_chunk_bytes = std::uint64_t{1} << 30;
+  static constexpr unsigned max_threads = 16;
+  // How often (at most) the calling thread asks its interrupt poll.
+  static constexpr std::uint64_t poll_interval_ns = 10'000'000;
+
+  struct config {
+    std::uint64_t chunk_bytes = default_chunk_bytes;
+    unsigned threads = 0;  // threads of all calls together, the callers included; 0: default
+  };
+  // Three quarters of the hardware threads, 1 to max_threads.
+  static unsigned default_threads();
+
+  // The process's reader (default config), made if none lives.
+  static std::shared_ptr<bulk_reader> acquire();
+
+  // Raises invalid_argument for a chunk size that is not a multiple of
+  // chunk_granule (up to max_chunk_bytes) or more than max_threads threads.
+  bulk_reader();  // the default config
+  explicit bulk_reader(config c);
+  ~bulk_reader();
+  bulk_reader(const bulk_reader&) = delete;
+  bulk_reader& operator=(const bulk_reader&) = delete;
+
+  std::uint64_t chunk_bytes() const { return chunk_; }
+  unsigned threads() const { return threads_; }
+
+  // Reads `bytes` at byte `offset` of `file` into `dst` and returns once
+  // they are there. `dst` is GPU memory (device or managed: the copies wait
+  // for the work queued so far on `stream`, a cudaStream_t, 0 the default
+  // stream) or host memory. `interrupt`, if set, is called by the calling
+  // thread every poll_interval_ns or so; true stops the read (the chunks in
+  // flight finish) and raises runtime_error of kind cancelled. Raises
+  // invalid_argument for a range past the end of the file, file_error (with
+  // the path and the offset) for a failed read or one that ends early (the
+  // file shrank). Any number of threads may call at once.
+  void read(const backing_file& file, std::uint64_t offset, std::uint64_t bytes, void* dst,
+            std::uintptr_t stream = 0, const std::function<bool()>& interrupt = {});
+
+ private:
+  struct lane;
+  struct call;
+  // Takes up to `want` lanes (at least one, waiting for it while polling
+  // `interrupt`); gives them back.
+  std::vector<lane*> take_lanes(unsigned want, const std::function<bool()>& interrupt);
+  void give_back(const std::vector<lane*>& lanes);
+  void work(call& c, lane& l, bool caller);
+
+  std::uint64_t chunk_;
+  unsigned threads_;
+  std::mutex mutex_;
+  std::condition_variable freed_;
+  std::vector<std::unique_ptr<lane>> lanes_;  // made on demand, up to threads_
+  std::vector<lane*> free_;                   // under mutex_
+};
+
+}  // namespace warpstore::host_detail

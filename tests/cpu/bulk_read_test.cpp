@@ -1,0 +1,285 @@
+// Bulk reads (array_base::read_range, src/controller/bulk_reader.h) on the
+// CPU target against real files: ranges at offsets aligned to nothing,
+// ranges across chunk boundaries, buffered and O_DIRECT files, destinations
+// aligned to nothing, several callers at once on few threads, a writable
+// array whose dirty lines are still in the cache, interrupts, and errors.
+#include "controller/bulk_reader.h"
+
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "test_files.h"
+#include "write_cases.h"
+#include "warpstore/array.cuh"
+#include "warpstore/error.h"
+
+using namespace warpstore;
+using host_detail::bulk_reader;
+
+namespace {
+
+constexpr std::uint64_t small_chunk = bulk_reader::chunk_granule;  // 64 KiB: many boundaries
+
+// The whole file as the kernel returns it: what every read must match.
+std::vector<std::byte> file_bytes(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw std::runtime_error("cannot open " + path);
+  const off_t size = ::lseek(fd, 0, SEEK_END);
+  std::vector<std::byte> b(static_cast<std::size_t>(size));
+  const ssize_t r = ::pread(fd, b.data(), b.size(), 0);
+  ::close(fd);
+  if (r != size) throw std::runtime_error("short read of " + path);
+  return b;
+}
+
+// Bytes of `got` that differ from want[offset, offset + got.size()).
+std::size_t mismatches(const std::vector<std::byte>& want, std::uint64_t offset,
+                       const std::byte* got, std::size_t n) {
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad += got[i] != want[offset + i];
+  return bad;
+}
+
+// Ranges a bulk read must get right with 64 KiB chunks over `size` bytes.
+std::vector<std::pair<std::uint64_t, std::uint64_t>> awkward_ranges(std::uint64_t size) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> r = {
+      {0, size},                                  // everything
+      {0, 1},                                     // one byte
+      {size - 1, 1},                              // the last byte
+      {3, 5},                                     // inside one block
+      {small_chunk - 7, 14},                      // across one chunk boundary
+      {small_chunk, small_chunk},                 // exactly one chunk
+      {small_chunk - 1, small_chunk + 2},         // one chunk and a byte each side
+      {4095, 3 * small_chunk + 4099},             // unaligned both ends, several chunks
+      {512, 5 * small_chunk},                     // block-aligned, not chunk-aligned
+      {size - 3 * small_chunk - 13, 3 * small_chunk + 13},  // up to the end
+  };
+  test::lane_rng rng{42};
+  for (int i = 0; i < 24; ++i) {
+    const std::uint64_t off = rng.next() % size;
+    r.emplace_back(off, 1 + rng.next() % (size - off));
+  }
+  return r;
+}
+
+class BulkRead : public ::testing::TestWithParam<direct_io> {
+ protected:
+  // Not a multiple of 512: the last O_DIRECT block is partial.
+  test::pattern_file file_{(1u << 20) + 333};
+};
+
+std::string mode_name(const ::testing::TestParamInfo<direct_io>& info) {
+  return info.param == direct_io::on ? "Direct" : "Buffered";
+}
+
+}  // namespace
+
+TEST_P(BulkRead, ReaderGetsAwkwardRangesRightIntoUnalignedDestinations) {
+  std::shared_ptr<backing_file> f;
+  try {
+    f = std::make_shared<backing_file>(file_.path(), GetParam());
+  } catch (const file_error& e) {
+    GTEST_SKIP() << "O_DIRECT is not available here: " << e.what();
+  }
+  ASSERT_EQ(f->direct(), GetParam() == direct_io::on);
+  const std::vector<std::byte> want = file_bytes(file_.path());
+  bulk_reader reader(bulk_reader::config{small_chunk, 4});
+  std::vector<std::byte> out(want.size() + 64);
+  for (const auto& [off, len] : awkward_ranges(f->size_bytes())) {
+    for (std::uint64_t shift : {0u, 1u, 8u}) {  // destinations aligned to nothing, 8, 4096
+      std::byte* dst = out.data() + shift;
+      std::memset(out.data(), 0xEE, out.size());
+      reader.read(*f, off, len, dst);
+      ASSERT_EQ(mismatches(want, off, dst, len), 0u) << "offset " << off << " bytes " << len
+                                                     << " destination +" << shift;
+      // Not a byte beyond the range.
+      for (std::uint64_t i = shift + len; i < out.size(); ++i)
+        ASSERT_EQ(out[i], std::byte{0xEE}) << "wrote past the range at " << i - shift;
+      for (std::uint64_t i = 0; i < shift; ++i) ASSERT_EQ(out[i], std::byte{0xEE});
+    }
+  }
+}
+
+TEST_P(BulkRead, ArrayReadRangeIsTheFileFromTheArraysOffset) {
+  options o;
+  o.direct = GetParam();
+  o.cache_bytes = 256 << 10;
+  o.service_threads = 1;
+  o.queue_pairs = 1;
+  const std::uint64_t offset = 8192;
+  std::unique_ptr<array<std::uint32_t>> a;
+  try {
+    a = std::make_unique<array<std::uint32_t>>(file_.path(), 0, o, offset);
+  } catch (const file_error& e) {
+    GTEST_SKIP() << "O_DIRECT is not available here: " << e.what();
+  }
+  const std::vector<std::byte> want = file_bytes(file_.path());
+  EXPECT_EQ(a->size_bytes(), (want.size() - offset) / 4 * 4);
+  std::vector<std::byte> out(a->size_bytes() + 1);
+  for (const auto& [off, len] : awkward_ranges(a->size_bytes())) {
+    a->read_range(off, len, out.data() + 1);
+    ASSERT_EQ(mismatches(want, offset + off, out.data() + 1, len), 0u)
+        << "offset " << off << " bytes " << len;
+  }
+  a->read_range(5, 0, out.data());  // nothing to read
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, BulkRead, ::testing::Values(direct_io::off, direct_io::on),
+                         mode_name);
+
+TEST(BulkReadThreads, ManyCallersShareFewThreads) {
+  test::pattern_file file(3u << 20);
+  const std::vector<std::byte> want = file_bytes(file.path());
+  backing_file f(file.path(), direct_io::off);
+  bulk_reader reader(bulk_reader::config{small_chunk, 2});
+  std::atomic<std::uint64_t> bad{0};
+  test::run_lanes(6, [&](unsigned lane) {
+    test::lane_rng rng{lane + 1};
+    std::vector<std::byte> out(want.size());
+    for (int i = 0; i < 20; ++i) {
+      const std::uint64_t off = rng.next() % want.size();
+      const std::uint64_t len = 1 + rng.next() % (want.size() - off);
+      reader.read(f, off, len, out.data());
+      bad += mismatches(want, off, out.data(), len);
+    }
+  });
+  EXPECT_EQ(bad.load(), 0u);
+}
+
+TEST(BulkReadThreads, RejectsBadConfigs) {
+  EXPECT_THROW(bulk_reader(bulk_reader::config{small_chunk + 512, 1}), warpstore::invalid_argument);
+  EXPECT_THROW(bulk_reader(bulk_reader::config{0, 1}), warpstore::invalid_argument);
+  EXPECT_THROW(bulk_reader(bulk_reader::config{small_chunk, bulk_reader::max_threads + 1}),
+               warpstore::invalid_argument);
+  EXPECT_GE(bulk_reader::default_threads(), 1u);
+  EXPECT_LE(bulk_reader::default_threads(), bulk_reader::max_threads);
+}
+
+TEST(BulkReadErrors, OutOfRangeNamesThePathAndOffset) {
+  test::pattern_file file(64 << 10);
+  array<std::uint64_t> a(file.path());
+  std::vector<std::byte> out(a.size_bytes() + 16);
+  try {
+    a.read_range(a.size_bytes() - 8, 16, out.data());
+    FAIL() << "a range past the end was read";
+  } catch (const warpstore::invalid_argument& e) {
+    EXPECT_EQ(e.kind(), error_kind::invalid_argument);
+    EXPECT_EQ(e.path(), file.path());
+    EXPECT_EQ(e.offset().value_or(0), a.size_bytes() - 8);
+    EXPECT_NE(std::string(e.what()).find(file.path()), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(a.read_range(~std::uint64_t{0}, 2, out.data()), warpstore::invalid_argument);
+  EXPECT_THROW(a.read_range(0, 8, nullptr), warpstore::invalid_argument);
+  backing_file f(file.path(), direct_io::off);
+  bulk_reader reader(bulk_reader::config{small_chunk, 2});
+  EXPECT_THROW(reader.read(f, 60 << 10, 8 << 10, out.data()), warpstore::invalid_argument);
+}
+
+TEST(BulkReadErrors, AFileThatShrankIsAFileErrorAtTheOffset) {
+  for (const direct_io mode : {direct_io::off, direct_io::on}) {
+    test::pattern_file file(1u << 20);
+    std::shared_ptr<backing_file> f;
+    try {
+      f = std::make_shared<backing_file>(file.path(), mode);
+    } catch (const file_error&) {
+      continue;  // no O_DIRECT here
+    }
+    ASSERT_EQ(::truncate(file.path().c_str(), 300000), 0);
+    bulk_reader reader(bulk_reader::config{small_chunk, 3});
+    std::vector<std::byte> out(1u << 20);
+    try {
+      reader.read(*f, 1000, (1u << 20) - 1000, out.data());
+      FAIL() << "a read past the new end of the file succeeded";
+    } catch (const file_error& e) {
+      EXPECT_EQ(e.kind(), error_kind::file);
+      EXPECT_EQ(e.code().value(), EIO);
+      EXPECT_EQ(e.path(), file.path());
+      ASSERT_TRUE(e.offset().has_value());
+      // Where a thread found the data missing: at or past the new end (or
+      // its O_DIRECT block), inside the range.
+      EXPECT_GE(*e.offset(), 299008u) << e.what();
+      EXPECT_LT(*e.offset(), 1u << 20) << e.what();
+      EXPECT_NE(std::string(e.what()).find("now 300000 bytes"), std::string::npos) << e.what();
+    }
+    // What is still there reads fine.
+    const std::vector<std::byte> want = file_bytes(file.path());
+    reader.read(*f, 100, 299000, out.data());
+    EXPECT_EQ(mismatches(want, 100, out.data(), 299000), 0u);
+  }
+}
+
+TEST(BulkReadErrors, InterruptStopsTheReadAndTheReaderStaysUsable) {
+  test::pattern_file file(2u << 20);
+  backing_file f(file.path(), direct_io::off);
+  bulk_reader reader(bulk_reader::config{small_chunk, 2});
+  std::vector<std::byte> out(file.bytes());
+  int polls = 0;
+  try {
+    reader.read(f, 0, file.bytes(), out.data(), 0, [&] { return ++polls >= 1; });
+    FAIL() << "an interrupted read finished";
+  } catch (const warpstore::runtime_error& e) {
+    EXPECT_EQ(e.kind(), error_kind::cancelled);
+    EXPECT_EQ(e.path(), file.path());
+  }
+  EXPECT_EQ(polls, 1);
+  const std::vector<std::byte> want = file_bytes(file.path());
+  int later = 0;
+  reader.read(f, 17, file.bytes() - 17, out.data(), 0, [&] { return ++later < 0; });
+  EXPECT_GE(later, 1);  // asked at least once, before the first chunk
+  EXPECT_EQ(mismatches(want, 17, out.data(), file.bytes() - 17), 0u);
+}
+
+// A writable array reads back its own writes: the dirty lines still in the
+// cache are written back before the file is read.
+class BulkReadWritable : public ::testing::TestWithParam<test::write_case> {};
+
+TEST_P(BulkReadWritable, SeesDirtyLinesOfTheCache) {
+  test::pattern_file file(1u << 20);
+  options o;
+  o.controller = GetParam().kind;
+  o.deliver = GetParam().deliver;
+  o.writable = true;
+  o.cache_bytes = 256 << 10;  // the stores below stay in the cache
+  o.line_size = 4096;
+  o.service_threads = 1;
+  o.queue_pairs = 2;
+  o.queue_depth = 8;
+  o.direct = direct_io::off;
+  array<std::uint64_t> a(file.path(), 0, o);
+  const array_ref<std::uint64_t> ref = a.ref();
+  // One word in each of 32 lines, some across the 64 KiB boundary.
+  std::vector<std::uint64_t> at;
+  for (std::uint64_t i = 0; i < 32; ++i) at.push_back(i * 1031 + 5);
+  for (std::uint64_t i : at) ref.store(i, 0xABCD000000000000ull + i);
+  // The writes are only in the cache so far: a plain read of the file is stale.
+  std::uint64_t stale = 0;
+  {
+    const std::vector<std::byte> before = file_bytes(file.path());
+    for (std::uint64_t i : at) {
+      std::uint64_t w;
+      std::memcpy(&w, before.data() + i * 8, 8);
+      stale += w == tools::pattern_word(i * 8);
+    }
+  }
+  EXPECT_GT(stale, 0u) << "nothing was left dirty in the cache: the test proves nothing";
+  std::vector<std::uint64_t> out(40000);
+  a.read_range(0, out.size() * 8, out.data());
+  a.check();
+  for (std::uint64_t i = 0; i < out.size(); ++i) {
+    const bool written = std::find(at.begin(), at.end(), i) != at.end();
+    ASSERT_EQ(out[i], written ? 0xABCD000000000000ull + i : tools::pattern_word(i * 8))
+        << "word " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Controllers, BulkReadWritable, test::write_cases(),
+                         test::write_case_name);

@@ -1,0 +1,110 @@
+// Bulk reads into GPU memory (array_base::read_range, src/controller/bulk_reader.h):
+// pinned double buffers and a copy stream a thread, buffered and O_DIRECT,
+// ranges across chunk boundaries at offsets aligned to nothing, a stream
+// whose earlier work the copies must follow, and host destinations on the
+// GPU build. Every byte is compared on the host.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "controller/bulk_reader.h"
+#include "test_files.h"
+#include "warpstore/array.cuh"
+#include "warpstore/cuda_check.h"
+
+using namespace warpstore;
+using host_detail::bulk_reader;
+
+namespace {
+
+std::vector<std::byte> file_bytes(const std::string& path, std::uint64_t n) {
+  std::vector<std::byte> b(n);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(::pread(fd, b.data(), n, 0), static_cast<ssize_t>(n));
+  ::close(fd);
+  return b;
+}
+
+// Bytes of device memory `d` (n bytes) that differ from want[off, off + n).
+std::size_t device_mismatches(const std::byte* d, std::uint64_t n, const std::vector<std::byte>& want,
+                              std::uint64_t off) {
+  std::vector<std::byte> got(n);
+  WARPSTORE_CUDA_TRY(cudaMemcpy(got.data(), d, n, cudaMemcpyDeviceToHost));
+  std::size_t bad = 0;
+  for (std::uint64_t i = 0; i < n; ++i) bad += got[i] != want[off + i];
+  return bad;
+}
+
+__global__ void spin_then_fill(std::byte* p, std::uint64_t n, long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+  for (std::uint64_t i = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::uint64_t{gridDim.x} * blockDim.x)
+    p[i] = std::byte{0x5A};
+}
+
+}  // namespace
+
+TEST(GpuBulkRead, AwkwardRangesIntoDeviceMemory) {
+  const std::uint64_t size = (64ull << 20) + 333;
+  test::pattern_file file(size);
+  const std::vector<std::byte> want = file_bytes(file.path(), size);
+  std::byte* d = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&d, size + 64));
+  for (const direct_io mode : {direct_io::off, direct_io::on}) {
+    std::shared_ptr<backing_file> f;
+    try {
+      f = std::make_shared<backing_file>(file.path(), mode);
+    } catch (const file_error&) {
+      continue;  // no O_DIRECT on this filesystem
+    }
+    for (const std::uint64_t chunk : {bulk_reader::chunk_granule, bulk_reader::default_chunk_bytes}) {
+      bulk_reader reader(bulk_reader::config{chunk, 4});
+      const std::pair<std::uint64_t, std::uint64_t> ranges[] = {
+          {0, size}, {1, 1}, {chunk - 3, 9}, {4095, 5 * chunk + 17}, {size - chunk - 1, chunk + 1}};
+      for (const auto& [off, len] : ranges)
+        for (const std::uint64_t shift : {0u, 3u}) {
+          reader.read(*f, off, len, d + shift);
+          EXPECT_EQ(device_mismatches(d + shift, len, want, off), 0u)
+              << "offset " << off << " bytes " << len << " chunk " << chunk << " +" << shift;
+        }
+    }
+  }
+  WARPSTORE_CUDA_TRY(cudaFree(d));
+}
+
+TEST(GpuBulkRead, CopiesFollowTheCallersStream) {
+  const std::uint64_t size = 16ull << 20;
+  test::pattern_file file(size);
+  const std::vector<std::byte> want = file_bytes(file.path(), size);
+  array<std::uint64_t> a(file.path());
+  std::byte* d = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&d, size));
+  cudaStream_t s = nullptr;
+  WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  // A kernel that writes the destination late: the read must land after it.
+  spin_then_fill<<<64, 256, 0, s>>>(d, size, 200'000'000);
+  WARPSTORE_CUDA_TRY(cudaGetLastError());
+  a.read_range(0, size, d, reinterpret_cast<std::uintptr_t>(s));
+  WARPSTORE_CUDA_TRY(cudaStreamSynchronize(s));
+  EXPECT_EQ(device_mismatches(d, size, want, 0), 0u);
+  WARPSTORE_CUDA_TRY(cudaStreamDestroy(s));
+  WARPSTORE_CUDA_TRY(cudaFree(d));
+}
+
+TEST(GpuBulkRead, HostDestinationsAndWritableArrays) {
+  const std::uint64_t size = 8ull << 20;
+  test::pattern_file file(size);
+  options o;
+  o.writable = true;
+  o.cache_bytes = 1 << 20;
+  array<std::uint64_t> a(file.path(), 0, o);
+  std::vector<std::uint64_t> host(size / 8);
+  a.read_range(0, size, host.data());
+  for (std::uint64_t i = 0; i < host.size(); ++i)
+    ASSERT_EQ(host[i], tools::pattern_word(i * 8)) << "word " << i;
+  EXPECT_THROW(a.read_range(size - 8, 16, host.data()), warpstore::invalid_argument);
+}
