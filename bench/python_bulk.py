@@ -18,9 +18,9 @@ the run checks the harness, its figures mean nothing.
 
     python bench/python_bulk.py --file /tmp/warpstore-bulk.dat --sizes 64MiB,1GiB --json out.json
 
-Rows (docs: /work/shared/RESULTS.md format): bulk.host.<size>.vs_kvikio and
-bulk.host.<size>.vs_numpy_pinned for every size, and bulk.host.vs_kvikio /
-bulk.host.vs_numpy_pinned for 1 GiB (the issue's case), warpstore's GB/s
+Rows (docs: /work/shared/RESULTS.md format): bulk.read.<size>.vs_kvikio and
+bulk.read.<size>.vs_numpy_pinned for every size, and bulk.read.vs_kvikio /
+bulk.read.vs_numpy_pinned for 1 GiB (the issue's case), warpstore's GB/s
 against the other path's as the ceiling.
 """
 import argparse
@@ -167,9 +167,9 @@ def run(path, sizes, repeat, json_path, command):
                               chunk_bytes=4 << 20)
                 if base == "kvikio":
                     params["kvikio"] = kvikio_note
-                names = [f"bulk.host.{label}.vs_{base}"]
+                names = [f"bulk.read.{label}.vs_{base}"]
                 if n == 1 << 30:
-                    names.append(f"bulk.host.vs_{base}")
+                    names.append(f"bulk.read.vs_{base}")
                 for nm in names:
                     results.append(result(nm, fig["warpstore"], "GB/s", ceiling,
                                           name if ceiling else None, True,

@@ -878,24 +878,13 @@ class Matrix:
             arr = warpstore.open(path, "uint8", (rows, CHUNK), controller=m.split("_")[1],
                                  **({} if self.scale >= 1 else {
                                      "cache": self._scaled(warpstore.settings.cache_size(), 1 << 20)}))
-            idx = torch.arange(rows, device=self.dev)
-            if hasattr(arr, "read"):
-                extra["api"] = "Array.read(start, stop)"
+            extra["api"] = "Array.read(start, stop)"
 
-                def fn():
-                    try:
-                        out = arr.read(0, rows, device=self.dev)
-                    except TypeError:
-                        out = arr.read(0, rows)
-                    if isinstance(out, np.ndarray):
-                        out = torch.from_numpy(out)
-                    return out.to(self.dev)
-            else:
-                extra["api"] = ("warpstore has no Array.read yet: a gather of the contiguous "
-                                f"rows of {CHUNK} bytes, arange(0, {rows})")
-
-                def fn():
-                    return arr.gather(idx)
+            def fn():
+                out = arr.read(0, rows)  # a CUDA tensor on the GPU target, NumPy on the CPU's
+                if isinstance(out, np.ndarray):
+                    out = torch.from_numpy(out)
+                return out.to(self.dev)
         elif m == "memmap":
             def fn():
                 mm = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,))
