@@ -99,15 +99,16 @@ struct config {
   std::chrono::microseconds ready_delay{2000};
 };
 
-// Misbehaviour on request (inject()); every counter counts down as it acts.
-// Commands on the admin queue are never failed, dropped, delayed or
-// reordered: the switches act on I/O queues, so a test can still bring the
-// device up and tear its queues down.
+// Misbehaviour on request (inject()). fail_next and drop_next count down as
+// they act and fatal clears once CFS is set; delay, reorder_window and
+// namespace_not_ready hold until replaced. Commands on the admin queue are
+// never failed, dropped, delayed or reordered: the switches act on I/O
+// queues, so a test can still bring the device up and tear its queues down.
 //
-// Not yet modelled: timeouts that never end a command (a drop is the
-// closest), a device that stops fetching without CFS, corrupted data or
-// CQEs, duplicate completions, wrong SQ head pointers, slow RDY transitions
-// beyond ready_delay, surprise removal (all registers read all ones).
+// Not yet modelled: faults aimed at one queue, opcode or LBA range (the
+// switches take the next I/O commands of any queue), a device that stops
+// fetching without CFS, corrupted data or CQEs, duplicate completions, wrong
+// SQ head pointers, surprise removal (registers reading all ones).
 struct faults {
   std::uint32_t fail_next = 0;  // next commands complete with fail_status, untouched data
   nvme::status fail_status =
