@@ -18,6 +18,17 @@ inline constexpr std::uint32_t block_shift = 9;
 // NVM command set opcodes (NVM Command Set Specification, figure 18).
 enum class opcode : std::uint8_t { flush = 0x00, write = 0x01, read = 0x02 };
 
+// Admin command set opcodes (Base Specification 1.4, figure 139): the ones a
+// driver needs to bring a controller up and create its I/O queues.
+enum class admin_opcode : std::uint8_t {
+  delete_io_sq = 0x00,
+  create_io_sq = 0x01,
+  delete_io_cq = 0x04,
+  create_io_cq = 0x05,
+  identify = 0x06,
+  set_features = 0x09,
+};
+
 // Status code types (Base Specification, figure 100).
 enum class status_type : std::uint8_t {
   generic = 0x0,
@@ -37,8 +48,16 @@ inline constexpr std::uint8_t data_transfer_error = 0x04;
 inline constexpr std::uint8_t internal_error = 0x06;
 inline constexpr std::uint8_t abort_requested = 0x07;
 inline constexpr std::uint8_t invalid_namespace = 0x0B;
+inline constexpr std::uint8_t command_sequence_error = 0x0C;
+inline constexpr std::uint8_t prp_offset_invalid = 0x13;
 inline constexpr std::uint8_t namespace_write_protected = 0x20;  // a WRITE to a read-only open
 inline constexpr std::uint8_t lba_out_of_range = 0x80;  // generic type
+inline constexpr std::uint8_t namespace_not_ready = 0x82;  // generic type
+// Command specific (type 1) of the queue management commands (figure 145-153).
+inline constexpr std::uint8_t completion_queue_invalid = 0x00;
+inline constexpr std::uint8_t invalid_queue_identifier = 0x01;
+inline constexpr std::uint8_t invalid_queue_size = 0x02;
+inline constexpr std::uint8_t invalid_queue_deletion = 0x0C;
 inline constexpr std::uint8_t write_fault = 0x80;       // media type
 inline constexpr std::uint8_t unrecovered_read = 0x81;  // media type
 // Vendor specific (type 7): raised by the GPU side, never by a controller.
