@@ -310,6 +310,24 @@ class py_array {
   bool closed() const { return closed_.load(); }
   int device() const { return device_; }
 
+  // One call of the array: f(the open array) with the GIL released, earlier
+  // gathers settled, and a share of the array's gate (and of a shared
+  // cache's), so close() waits for it. A Ctrl-C caught by `poll` wins over
+  // f's result or error.
+  template <class F>
+  void call(signal_poll& poll, F&& f) {
+    try {
+      nb::gil_scoped_release release;
+      settle_pending(false);
+      gate_pass<false> pass(gate_);
+      cache_share share(shared_.get());
+      f(open_array());
+    } catch (...) {
+      if (!poll.raised) throw;
+    }
+    if (poll.raised) throw std::move(*poll.raised);
+  }
+
   // Gathers rows idx into out; returns the first position holding an
   // out-of-range index, or -1.
   std::int64_t gather(nb::ndarray<nb::ro, nb::c_contig> idx, nb::ndarray<nb::c_contig> out,
@@ -318,12 +336,7 @@ class py_array {
     const std::uint64_t n = idx.shape(0);
     std::uint64_t first_bad = python::no_bad_position;
     signal_poll poll;
-    try {
-      nb::gil_scoped_release release;
-      settle_pending(false);
-      gate_pass<false> pass(gate_);
-      cache_share share(shared_.get());
-      const erased_array& a = open_array();
+    call(poll, [&](const erased_array& a) {
       check_output(a, out, n);
       if (n != 0) {
         const python::interrupt_poll p = std::ref(poll);
@@ -345,10 +358,7 @@ class py_array {
           throw warpstore::invalid_argument("indices must be on the CPU or a CUDA device");
         }
       }
-    } catch (...) {
-      if (!poll.raised) throw;
-    }
-    if (poll.raised) throw std::move(*poll.raised);  // Ctrl-C wins over the result
+    });
     return first_bad == python::no_bad_position ? -1 : static_cast<std::int64_t>(first_bad);
   }
 
@@ -359,12 +369,7 @@ class py_array {
   // `stream`; the bytes are in when this returns. Ctrl-C stops it.
   void read(std::uint64_t first_byte, nb::ndarray<nb::c_contig> out, std::uintptr_t stream) {
     signal_poll poll;
-    try {
-      nb::gil_scoped_release release;
-      settle_pending(false);
-      gate_pass<false> pass(gate_);
-      cache_share share(shared_.get());
-      const erased_array& a = open_array();
+    call(poll, [&](const erased_array& a) {
       const bool host = on_host(out);
       if (!host && !runtime::gpu_build())
         throw warpstore::invalid_argument(
@@ -375,10 +380,7 @@ class py_array {
                                           "device (cuda:" + std::to_string(device_) + ")");
       a.base().read_range(first_byte, out.nbytes(), out.data(), host ? 0 : stream,
                           std::ref(poll));
-    } catch (...) {
-      if (!poll.raised) throw;
-    }
-    if (poll.raised) throw std::move(*poll.raised);  // Ctrl-C wins over the result
+    });
   }
 
   // Starts gathering rows idx (CUDA memory, on this array's device) into
@@ -396,20 +398,12 @@ class py_array {
       throw warpstore::invalid_argument("this is the CPU target: indices must be CPU tensors");
     auto p = std::make_shared<pending_call>();
     signal_poll poll;
-    try {
-      nb::gil_scoped_release release;
-      settle_pending(false);
-      gate_pass<false> pass(gate_);
-      cache_share share(shared_.get());
-      const erased_array& a = open_array();
+    call(poll, [&](const erased_array& a) {
       check_output(a, out, n);
       p->call = a.start(idx.data(), index_bytes, n, out.data(), stream, std::ref(poll));
       std::lock_guard<std::mutex> lock(pending_m_);
       pending_.push_back(p);
-    } catch (...) {
-      if (!poll.raised) throw;
-    }
-    if (poll.raised) throw std::move(*poll.raised);
+    });
     return p;
   }
 
