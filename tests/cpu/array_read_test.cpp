@@ -245,16 +245,24 @@ TEST(ArrayReadOversubscribed, MoreLanesThanCacheLinesStillFinish) {
   }
 }
 
+namespace {
+// A cache of one set of 4 lines, with a short deadline.
+options one_set_of_four(std::uint64_t timeout_ns) {
+  options o = small_options(controller_kind::host);
+  o.cache_bytes = 4 * 4096;
+  o.ways = 4;
+  o.timeout_ns = timeout_ns;
+  return o;
+}
+}  // namespace
+
 TEST(ArrayReadPressure, WaitingBehindAFullCacheIsSlowNotStuck) {
   // One set of 4 lines, 24 lanes wanting random lines, every READ held
   // 10 ms: a lane waits for a victim far longer than the 40 ms deadline,
   // while the set keeps moving (fills, releases). That is a cache smaller
   // than the work, not a stuck one: every read must complete, right.
   test::pattern_file file(2 << 20);
-  options o = small_options(controller_kind::host);
-  o.cache_bytes = 4 * 4096;
-  o.ways = 4;
-  o.timeout_ns = 40'000'000ull;
+  const options o = one_set_of_four(40'000'000ull);
   fault_plan plan;
   plan.kind = fault_kind::delay;
   plan.probability = 1;
@@ -292,11 +300,7 @@ TEST(ArrayReadPressure, EveryWayPinnedIsReportedAsSuch) {
   // The caller holds every line of the cache's one set pinned and then reads
   // a fifth line: no victim can ever come, and the error says why.
   test::pattern_file file(1 << 20);
-  options o = small_options(controller_kind::host);
-  o.cache_bytes = 4 * 4096;
-  o.ways = 4;
-  o.timeout_ns = 50'000'000ull;
-  array<std::uint64_t> a(file.path(), 0, o);
+  array<std::uint64_t> a(file.path(), 0, one_set_of_four(50'000'000ull));
   const array_ref<std::uint64_t> ref = a.ref();
   constexpr std::uint64_t per_line = 4096 / 8;
   std::vector<pinned_line<std::uint64_t>> held;

@@ -495,6 +495,16 @@ struct slow_reads {
   std::chrono::steady_clock::duration took{};
   std::uint64_t injected = 0;
 };
+// Every command faulted with `kind` for up to `hold_ns`.
+fault_plan every_command(fault_kind kind, std::uint64_t hold_ns) {
+  fault_plan plan;
+  plan.kind = kind;
+  plan.probability = 1;
+  plan.hold_ns = hold_ns;
+  plan.seed = 7;
+  return plan;
+}
+
 slow_reads read_through_faults(const options& o, const fault_plan& plan) {
   pattern_file f(1 << 20);
   auto faults = std::make_shared<planned_faults>(plan);
@@ -519,11 +529,7 @@ slow_reads read_through_faults(const options& o, const fault_plan& plan) {
 TEST(HostControllerQueue, LongQueueIsSlowNotStuck) {
   options o = test_options(delivery::gpu_pull, 1, 2, 1);
   o.timeout_ns = 300'000'000ull;
-  fault_plan plan;
-  plan.kind = fault_kind::delay;
-  plan.probability = 1;
-  plan.hold_ns = 15'000'000ull;
-  const slow_reads r = read_through_faults(o, plan);
+  const slow_reads r = read_through_faults(o, every_command(fault_kind::delay, 15'000'000ull));
   EXPECT_EQ(r.failed, 0u);
   EXPECT_EQ(r.wrong, 0u);
   EXPECT_GT(r.took, std::chrono::milliseconds(600)) << "the queue was not as long as meant";
@@ -537,12 +543,7 @@ TEST(HostControllerQueue, CompletionsHeldPastTheDeadlineAreSlowNotStuck) {
   // in wait() would fail the whole pair).
   options o = test_options(delivery::gpu_pull, 1, 64, 1);
   o.timeout_ns = 100'000'000ull;
-  fault_plan plan;
-  plan.kind = fault_kind::reorder;
-  plan.probability = 1;
-  plan.hold_ns = 400'000'000ull;
-  plan.seed = 7;
-  const slow_reads r = read_through_faults(o, plan);
+  const slow_reads r = read_through_faults(o, every_command(fault_kind::reorder, 400'000'000ull));
   EXPECT_EQ(r.failed, 0u);
   EXPECT_EQ(r.wrong, 0u);
   EXPECT_GT(r.took, std::chrono::milliseconds(200)) << "no completion was held past the deadline";
