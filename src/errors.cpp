@@ -18,10 +18,20 @@ std::string describe(nvme::status st) {
              : c == nvme::sc::internal_error   ? "internal error"
              : c == nvme::sc::abort_requested  ? "abort requested"
              : c == nvme::sc::invalid_namespace ? "invalid namespace"
+             : c == nvme::sc::command_sequence_error ? "command sequence error"
+             : c == nvme::sc::prp_offset_invalid ? "PRP offset invalid"
              : c == nvme::sc::namespace_write_protected
                  ? "namespace is write protected (file opened read-only)"
              : c == nvme::sc::lba_out_of_range ? "LBA out of range"
+             : c == nvme::sc::namespace_not_ready ? "namespace not ready"
                                                : "generic error";
+      break;
+    case nvme::status_type::command_specific:
+      what = c == nvme::sc::completion_queue_invalid   ? "completion queue invalid"
+             : c == nvme::sc::invalid_queue_identifier ? "invalid queue identifier"
+             : c == nvme::sc::invalid_queue_size       ? "invalid queue size"
+             : c == nvme::sc::invalid_queue_deletion   ? "invalid queue deletion"
+                                                       : "command specific error";
       break;
     case nvme::status_type::media:
       what = c == nvme::sc::unrecovered_read ? "unrecovered read error"

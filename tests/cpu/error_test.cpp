@@ -278,3 +278,20 @@ TEST(Errors, RuntimeErrorCarriesWhatItIsGiven) {
   EXPECT_EQ(with->first.sys_errno, EIO);
   EXPECT_EQ(with->first.offset, std::optional<std::uint64_t>(4096));
 }
+
+TEST(ErrorText, NvmeStatusesAreNamed) {
+  using nvme::status;
+  using nvme::status_type;
+  const auto text = [](status_type t, std::uint8_t c) { return describe(status::make(t, c)); };
+  EXPECT_NE(text(status_type::generic, nvme::sc::prp_offset_invalid).find("PRP offset invalid"),
+            std::string::npos);
+  EXPECT_NE(text(status_type::generic, nvme::sc::namespace_not_ready).find("namespace not ready"),
+            std::string::npos);
+  EXPECT_NE(text(status_type::command_specific, nvme::sc::invalid_queue_identifier)
+                .find("invalid queue identifier"),
+            std::string::npos);
+  EXPECT_NE(text(status_type::vendor, nvme::sc::no_victim).find("no cache line free"),
+            std::string::npos);
+  EXPECT_NE(text(status_type::generic, 0x7E).find("generic error (sct 0x0, sc 0x7e)"),
+            std::string::npos);
+}
