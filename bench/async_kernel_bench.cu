@@ -32,6 +32,7 @@
 #include "support/args.h"
 #include "support/gpu.cuh"
 #include "support/results.h"
+#include "support/setting_options.h"
 #include "support/timing.h"
 #include "warpstore/array.cuh"
 #include "warpstore/cuda_check.h"
@@ -333,7 +334,9 @@ int run(const parsed_args& args) {
   s.m = a_bytes_wanted / (s.k * 4) / tile_rows * tile_rows;
   if (s.m == 0) throw usage_error("--a-bytes too small for one tile");
   const std::uint64_t elems = s.m * s.k;
-  const unsigned threads = static_cast<unsigned>(args.count("threads"));
+  // The environment, then --cache-bytes and --service-threads (the settings table).
+  options o = apply_options(args);
+  const unsigned threads = o.service_threads;
   if (!a_file_ok(path, elems)) {
     std::fprintf(stderr, "writing %s (%.2f GiB)...\n", path.c_str(), elems * 4.0 / (1 << 30));
     make_a_file(path, elems, std::max(1u, std::thread::hardware_concurrency()));
@@ -365,11 +368,8 @@ int run(const parsed_args& args) {
   WARPSTORE_CUDA_TRY(cudaMemcpy(b_host.data(), b_dev, s.k * s.n * 4, cudaMemcpyDeviceToHost));
   const kernel_args base{b_dev, c_dev, s, tiles, failed_dev};
 
-  options o = options::from_environment();
   o.controller = controller_kind::host;
   o.line_size = static_cast<std::uint32_t>(s.k * 4);
-  o.cache_bytes = args.size("cache");
-  o.service_threads = threads;
   o.direct = direct_io::off;
   array<float> a(path, elems, o);
   const array_ref<float> ref = a.ref();
@@ -533,14 +533,16 @@ int main(int argc, char** argv) {
       .option("a-bytes", "BYTES", "2GiB", "size of A (rounded down to whole tiles)")
       .option("k", "COUNT", "1024", "columns of A (a row is one cache line: 4 * K bytes)")
       .option("n", "COUNT", "2048", "columns of B and C (a multiple of 256): compute per byte of A")
-      .option("cache", "BYTES", "1GiB", "warpstore cache")
-      .option("threads", "COUNT", "8", "host controller service threads, and pread threads of cpu")
       .option("blocks-per-sm", "COUNT", "1", "resident blocks per multiprocessor (persistent grid)")
       .option("cpu-chunk", "BYTES", "32MiB", "rows per pread + copy in the cpu variant")
       .option("trials", "COUNT", "3", "runs of each variant (median reported)")
       .option("check-rows", "COUNT", "32", "rows of C checked against the CPU reference, per trial")
       .option("json", "PATH", "", "merge the results into this results file")
       .option("tag", "TEXT", "", "suffix of the result names (async.kernel.vs_sync.TEXT)");
+  declare_options(parser.common(),
+                  {{"cache_bytes", "1GiB"},
+                   {"service_threads", "8", "host controller service threads, and pread threads "
+                                            "of the cpu variant"}});
   try {
     const parsed_args args = parser.parse(argc, argv);
     if (args.wants_help()) {
