@@ -526,14 +526,24 @@ slow_reads read_through_faults(const options& o, const fault_plan& plan) {
 
 }  // namespace
 
-TEST(HostControllerQueue, LongQueueIsSlowNotStuck) {
-  options o = test_options(delivery::gpu_pull, 1, 2, 1);
-  o.timeout_ns = 300'000'000ull;
-  const slow_reads r = read_through_faults(o, every_command(fault_kind::delay, 15'000'000ull));
+// Reads through one pair of `depth` with every command faulted: every one
+// completes right, and all take longer than `at_least` (else the test made
+// no queue: `why`).
+void expect_slow_not_stuck(std::uint32_t depth, std::uint64_t timeout_ns, fault_kind kind,
+                           std::uint64_t hold_ns, std::chrono::milliseconds at_least,
+                           const char* why) {
+  options o = test_options(delivery::gpu_pull, 1, depth, 1);
+  o.timeout_ns = timeout_ns;
+  const slow_reads r = read_through_faults(o, every_command(kind, hold_ns));
   EXPECT_EQ(r.failed, 0u);
   EXPECT_EQ(r.wrong, 0u);
-  EXPECT_GT(r.took, std::chrono::milliseconds(600)) << "the queue was not as long as meant";
+  EXPECT_GT(r.took, at_least) << why;
   EXPECT_EQ(r.injected, 48u);
+}
+
+TEST(HostControllerQueue, LongQueueIsSlowNotStuck) {
+  expect_slow_not_stuck(2, 300'000'000ull, fault_kind::delay, 15'000'000ull,
+                        std::chrono::milliseconds(600), "the queue was not as long as meant");
 }
 
 TEST(HostControllerQueue, CompletionsHeldPastTheDeadlineAreSlowNotStuck) {
@@ -541,13 +551,8 @@ TEST(HostControllerQueue, CompletionsHeldPastTheDeadlineAreSlowNotStuck) {
   // most waiters wait past it while the pair keeps retiring others'
   // completions. Slow, not stuck: every read completes, right (a timeout
   // in wait() would fail the whole pair).
-  options o = test_options(delivery::gpu_pull, 1, 64, 1);
-  o.timeout_ns = 100'000'000ull;
-  const slow_reads r = read_through_faults(o, every_command(fault_kind::reorder, 400'000'000ull));
-  EXPECT_EQ(r.failed, 0u);
-  EXPECT_EQ(r.wrong, 0u);
-  EXPECT_GT(r.took, std::chrono::milliseconds(200)) << "no completion was held past the deadline";
-  EXPECT_EQ(r.injected, 48u);
+  expect_slow_not_stuck(64, 100'000'000ull, fault_kind::reorder, 400'000'000ull,
+                        std::chrono::milliseconds(200), "no completion was held past the deadline");
 }
 
 TEST(HostControllerRaw, CompletionFieldsAndFullCompletionQueue) {
