@@ -421,7 +421,10 @@ int run(const parsed_args& args) {
     };
   };
   // Compute alone, A's first chunk already in GPU memory, repeated over the
-  // same rows: how long the product takes with no I/O at all.
+  // same rows: how long the product takes with no I/O at all. The rows of C
+  // of the first chunk come from A's own rows and are checked (wrong ones
+  // counted in compute_mismatches, rows checked in compute_checked).
+  std::uint64_t compute_mismatches = 0, compute_checked = 0;
   auto compute_only = [&] {
     const std::uint64_t chunk_tiles = std::min<std::uint64_t>(tiles, 1024);
     float* chunk = nullptr;
@@ -438,6 +441,9 @@ int run(const parsed_args& args) {
     check_launch("chunk_kernel");
     const double sec = timer.seconds();
     WARPSTORE_CUDA_TRY(cudaFree(chunk));
+    shape first_chunk = s;
+    first_chunk.m = std::min<std::uint64_t>(s.m, chunk_tiles * tile_rows);
+    compute_mismatches = check_c(c_dev, first_chunk, b_host, sample, compute_checked);
     return sec;
   };
 
@@ -501,7 +507,8 @@ int run(const parsed_args& args) {
     r.name = "async.kernel.compute_only" + tag;
     r.value = gbps(compute_s);
     r.unit = "GB/s";
-    r.verified = false;
+    r.verified = compute_checked > 0;
+    r.mismatches = compute_mismatches;
     r.params = params;
     results.push_back(r);
   }
