@@ -3,6 +3,8 @@
 #include "warpstore/detail/parse_size.h"
 #include "warpstore/error.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <bit>
 #include <cctype>
@@ -20,7 +22,24 @@ std::uint32_t default_service_threads() {
   // cache) takes 3.0 ms with 4 threads and 2.05 ms with 8, but inside a
   // training loop whose PyTorch CPU work keeps every core busy the GraphSAGE
   // epoch took 0.90 s with 4 threads and 1.39 s with 8.
-  return std::clamp(std::thread::hardware_concurrency() / 4, 1u, 4u);
+  //
+  // The cores are the ones this process may run on (its affinity mask, as
+  // torchrun or a job scheduler sets it), and a node running one process a
+  // GPU (LOCAL_WORLD_SIZE, set by torchrun) shares that quarter among them:
+  // each process has its own engine, and together they must not outnumber
+  // what the machine can spare.
+  unsigned cores = std::thread::hardware_concurrency();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (::sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0)
+    cores = static_cast<unsigned>(CPU_COUNT(&set));
+  unsigned local_processes = 1;
+  if (const char* v = std::getenv("LOCAL_WORLD_SIZE")) {
+    char* end = nullptr;
+    const unsigned long n = std::strtoul(v, &end, 10);
+    if (end != v && *end == '\0' && n >= 1 && n <= 4096) local_processes = static_cast<unsigned>(n);
+  }
+  return std::clamp(cores / 4 / local_processes, 1u, 4u);
 }
 
 namespace {
@@ -129,7 +148,7 @@ const setting table[] = {
      WARPSTORE_WORD(controller, parse_controller)},
     {.name = "service_threads", .variable = "WARPSTORE_THREADS", .python = "threads",
      .flag = "service-threads", .min = 1, .max = 256,
-     .default_note = "a quarter of the cores, 1 to 4",
+     .default_note = "a quarter of the cores it may run on, shared by LOCAL_WORLD_SIZE processes, 1 to 4",
      .doc = "threads a host controller's service units run on, 1 to 256; they belong to the "
             "process's one I/O engine, which every array shares and which grows to the largest "
             "count asked",

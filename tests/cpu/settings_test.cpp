@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <initializer_list>
 #include <stdexcept>
@@ -283,4 +285,39 @@ TEST(SettingsTable, TuningSwitchesAreTheirOwnGroup) {
   const std::string md = settings_markdown();
   EXPECT_LT(md.find("`cache_bytes`"), md.find("Tuning"));
   EXPECT_GT(md.find("`combine_writes`"), md.find("Tuning"));
+}
+
+// The default service threads: a quarter of the cores this process may run
+// on, shared by the node's local processes (torchrun's LOCAL_WORLD_SIZE).
+TEST(SettingsDefaults, ServiceThreadsShareTheCoresWithTheNodesOtherProcesses) {
+  cpu_set_t saved;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof saved, &saved), 0);
+  const unsigned cores = static_cast<unsigned>(CPU_COUNT(&saved));
+  const auto expect = [&](unsigned c, unsigned local) { return std::clamp(c / 4 / local, 1u, 4u); };
+  ::unsetenv("LOCAL_WORLD_SIZE");
+  EXPECT_EQ(default_service_threads(), expect(cores, 1));
+  {
+    scoped_env e("LOCAL_WORLD_SIZE", "2");
+    EXPECT_EQ(default_service_threads(), expect(cores, 2));
+  }
+  {
+    scoped_env e("LOCAL_WORLD_SIZE", "4096");  // many processes: one thread each, never none
+    EXPECT_EQ(default_service_threads(), 1u);
+  }
+  {
+    scoped_env e("LOCAL_WORLD_SIZE", "two");  // not a count: as if unset
+    EXPECT_EQ(default_service_threads(), expect(cores, 1));
+  }
+  // Confined to one core (as a scheduler may pin a process): one thread.
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &saved)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);
+  const unsigned pinned = default_service_threads();
+  ASSERT_EQ(::sched_setaffinity(0, sizeof saved, &saved), 0);
+  EXPECT_EQ(pinned, 1u);
 }
