@@ -6,6 +6,15 @@ features in GPU memory (same seed) and with the usual out-of-core path
 
     python apps/graphsage/train.py                      # 2 M nodes, 128 floats each
     python apps/graphsage/train.py --nodes 500000 --epochs 1 --batches 50
+    torchrun --nproc-per-node 2 apps/graphsage/train.py   # data-parallel, one GPU a process
+
+Under torchrun (WORLD_SIZE > 1) each rank trains a DistributedDataParallel
+copy of the model on its own GPU and its share of the seeds, fetching
+features through its own warpstore array (its own cache, queues and I/O
+engine); --peer shares the ranks' cache lines instead (each line cached by
+one rank, rows sent between GPUs: warpstore.distributed.PeerArray). An
+epoch covers the same seeds whatever the number of GPUs (--batches counts
+the batches of all ranks together); its time is the slowest rank's.
 
 Prints per-epoch time, the share of it spent fetching features, and test
 accuracy for each feature source.
@@ -23,6 +32,7 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+import torch.distributed as dist
 from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GraphSAGE
 
@@ -128,8 +138,56 @@ def drop_pages(path):
         os.close(fd)
 
 
-def run(source_name, features, y, edge_index, train, test, args, device, reference):
+class Ranks:
+    """Where this process stands among torchrun's ranks (one GPU each), or
+    alone: rank 0 of 1."""
+
+    def __init__(self):
+        self.world = int(os.environ.get("WORLD_SIZE", "1"))
+        self.rank = int(os.environ.get("RANK", "0"))
+        self.local = int(os.environ.get("LOCAL_RANK", "0"))
+        self.on = self.world > 1
+
+    def start(self, device):
+        """NCCL between GPUs; gloo between CPU processes (no GPU: as CI runs it)."""
+        self.device = device
+        if self.on:
+            if device.type == "cuda":
+                dist.init_process_group("nccl", device_id=device)
+            else:
+                dist.init_process_group("gloo")
+
+    def share(self, ids):
+        """This rank's share of `ids`: every rank the same count (DDP steps
+        in lockstep), the remainder dropped."""
+        if not self.on:
+            return ids
+        per = ids.numel() // self.world
+        return ids[self.rank::self.world][:per]
+
+    def total(self, *values, op="sum"):
+        """values summed (or their max) over the ranks."""
+        if not self.on:
+            return values if len(values) > 1 else values[0]
+        t = torch.tensor(values, dtype=torch.float64, device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX if op == "max" else dist.ReduceOp.SUM)
+        out = tuple(t.tolist())
+        return out if len(out) > 1 else out[0]
+
+    def barrier(self):
+        if self.on:
+            dist.barrier()
+
+    def log(self, *a, **k):
+        if self.rank == 0:
+            print(*a, **k)
+
+
+def run(source_name, features, y, edge_index, train, test, args, device, reference, ranks):
     torch.manual_seed(args.seed)
+    log = ranks.log
+    train, test_share = ranks.share(train), ranks.share(test)
+    per_rank_batches = -(-args.batches // ranks.world) if args.batches else 0
     fs, gs = WarpstoreFeatureStore(device=device), InMemoryGraphStore()
     fs.put_tensor(features, group_name=None, attr_name="x", index=None)
     # Labels are small: they live where training runs, as a user keeps them.
@@ -141,9 +199,14 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
     loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=train, shuffle=True,
                             batch_size=args.batch_size, neighbor_sampler=sampler)
     model = GraphSAGE(args.dim, args.hidden, num_layers=len(fanout), out_channels=args.classes).to(device)
+    if ranks.on:
+        model = torch.nn.parallel.DistributedDataParallel(
+            model, device_ids=[device.index] if device.type == "cuda" else None)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr)
     sync = (lambda: torch.cuda.synchronize()) if device.type == "cuda" else (lambda: None)
     epochs = []
+    trace = [] if args.trace and ranks.rank == 0 and source_name == args.sources.split(",")[0] \
+        else None
     for epoch in range(args.epochs):
         model.train()
         if args.cold:  # every epoch starts cold: no page cache, an empty warpstore cache
@@ -167,10 +230,13 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
             loss_sum += loss.item()
             batches += 1
             rows += batch.n_id.numel()
-            if batches == args.batches:
+            if trace is not None and epoch == 0:
+                trace.append(batch.n_id.cpu().numpy())
+            if batches == per_rank_batches:
                 break
         sync()
-        seconds = time.perf_counter() - t0
+        seconds = ranks.total(time.perf_counter() - t0, op="max")  # the slowest rank's
+        rows = int(ranks.total(rows))
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
         # The fetch time the training step sees: with fetch-ahead, the waits
@@ -179,14 +245,16 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
         exposed = fs.fetch_seconds + fs.exposed_fetch_seconds
         share = exposed / seconds
         epochs.append((seconds, share, rows, fs.fetch_seconds))
-        print(f"  [{source_name}] epoch {epoch}: {seconds:.2f} s, {batches} batches, "
+        log(f"  [{source_name}] epoch {epoch}: {seconds:.2f} s, {batches} batches, "
               f"loss {loss_sum / max(batches, 1):.4f}, exposed feature fetch {exposed:.3f} s "
               f"({100 * share:.1f} % of the epoch; waits {fs.exposed_fetch_seconds:.3f} s, "
               f"in gather_async {fs.launch_seconds:.3f} s), "
               f"sampling {sampler.sample_seconds:.2f} s on {sampler.device.type}, "
               f"process CPU {cpu:.2f} s", flush=True)
     model.eval()
-    test_loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=test,
+    if trace is not None:
+        write_trace(args, trace, epochs[0])
+    test_loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=test_share,
                                  batch_size=args.batch_size, neighbor_sampler=sampler)
     correct = 0
     bad_rows = checked = 0
@@ -198,15 +266,27 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
             want = torch.from_numpy(reference(batch.n_id.cpu().numpy()))
             bad_rows += int((batch.x.cpu() != want).any(dim=1).sum())
             checked += batch.n_id.numel()
-    acc = correct / test.numel()
+    correct, bad_rows, checked, asked = ranks.total(correct, bad_rows, checked, test_share.numel())
+    correct, bad_rows, checked = int(correct), int(bad_rows), int(checked)
+    acc = correct / asked
     stats = features.stats() if hasattr(features, "stats") else None
     fs.close()
-    print(f"  [{source_name}] checked {checked} fetched rows against the file: {bad_rows} wrong",
+    log(f"  [{source_name}] checked {checked} fetched rows against the file: {bad_rows} wrong",
           flush=True)
     return acc, epochs, stats, bad_rows
 
 
-def write_json(args, report, cache):
+def write_trace(args, batches, first_epoch):
+    """The row ids of the first epoch's batches (rank 0), for bench/scale_sim.py."""
+    seconds, share, _, _ = first_epoch
+    np.savez(args.trace, rows=np.concatenate(batches).astype(np.int64),
+             batch_ends=np.cumsum([len(b) for b in batches]).astype(np.int64),
+             row_bytes=args.dim * 4, total_rows=args.nodes,
+             compute_s_per_batch=seconds * (1 - share) / max(len(batches), 1))
+    print(f"trace of {len(batches)} batches -> {args.trace}", flush=True)
+
+
+def write_json(args, report, cache, ranks):
     """Rows name.vs_gpu and name.vs_memmap: the other source's last epoch
     over warpstore's (above 1: warpstore faster), and warpstore's epoch."""
     import json
@@ -224,7 +304,7 @@ def write_json(args, report, cache):
               "cold": args.cold, "rows_fetched": epochs[-1][2],
               "fetch_rows_per_s": round(epochs[-1][2] / max(epochs[-1][3], 1e-9)),
               "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
-              "torch_threads": torch.get_num_threads()}
+              "torch_threads": torch.get_num_threads(), "gpus": ranks.world, "peer": args.peer}
     rows = [{"name": f"{args.name}.epoch_s", "value": round(ws, 4), "unit": "s",
              "verified": True, "mismatches": bad, "params": params},
             {"name": ("graphsage.exposed_fetch_share" if args.name == "graphsage.host" else
@@ -280,15 +360,32 @@ def main(argv=None):
     p.add_argument("--name", default="graphsage.host", help="prefix of the rows' names")
     p.add_argument("--sources", default="warpstore,gpu,memmap",
                    help="feature sources to train with: warpstore, gpu (all in GPU memory), memmap")
+    p.add_argument("--peer", action="store_true",
+                   help="under torchrun: the ranks share their cache lines (PeerArray) instead "
+                        "of a private cache each")
+    p.add_argument("--trace", help="write the first epoch's row ids (rank 0) here, an .npz for "
+                                   "bench/scale_sim.py")
     args = p.parse_args(argv)
     args.fetch_ahead = args.fetch_ahead == "on"
     if args.cache_fraction < 4:
         p.error("--cache-fraction must be at least 4 (the feature file is >= 4x the cache)")
-    device = torch.device("cuda" if torch.cuda.is_available() and warpstore.backend().gpu_build()
-                          else "cpu")
+    ranks = Ranks()
+    gpu = torch.cuda.is_available() and warpstore.backend().gpu_build()
+    device = torch.device("cuda", ranks.local) if gpu else torch.device("cpu")
+    if gpu:
+        torch.cuda.set_device(device)
+    ranks.start(device)
+    if args.peer and "warpstore" not in args.sources.split(","):
+        p.error("--peer shares warpstore caches: name warpstore in --sources")
+    print = ranks.log  # noqa: A001 (rank 0 speaks for all)
     path = args.path = os.path.join(args.dir, f"graphsage-{args.nodes}x{args.dim}.f32")
     t0 = time.perf_counter()
+    if ranks.rank != 0:  # rank 0 writes the feature file; the others read it
+        ranks.barrier()
+        args.reuse = True
     y, edge_index, train, test = generate(args, path)
+    if ranks.rank == 0:
+        ranks.barrier()
     file_bytes = args.nodes * args.dim * 4
     cache = max(file_bytes // args.cache_fraction // (1 << 20), 1) << 20
     print(f"graph: {args.nodes} nodes, {edge_index.shape[1]} edges, {args.classes} classes, "
@@ -309,6 +406,10 @@ def main(argv=None):
         if source == "warpstore":
             feats = warpstore.open(path, "float32", shape, cache=cache, controller=args.controller,
                                    threads=args.threads, direct=args.direct)
+            if args.peer:
+                from warpstore.distributed import PeerArray
+
+                feats = PeerArray(feats)
         elif source == "gpu":
             feats = torch.from_numpy(np.fromfile(path, dtype=np.float32).reshape(shape)).to(device)
         elif source == "memmap":
@@ -316,7 +417,7 @@ def main(argv=None):
         else:
             p.error(f"unknown source {source}")
         acc, epochs, stats, bad = run(source, feats, y, edge_index, train, test, args, device,
-                                      reference)
+                                      reference, ranks)
         report[source] = (acc, epochs, bad)
         extra = (f", cache hit rate {100 * stats['hit_rate']:.1f} %" if stats else "")
         print(f"{source}: test accuracy {acc:.4f}{extra}", flush=True)
@@ -325,13 +426,21 @@ def main(argv=None):
     for source, (acc, epochs, _) in report.items():
         print(f"{source:<10} {acc:.4f}    {epochs[-1][0]:<14.2f}  {100 * epochs[-1][1]:.1f} %")
     if args.json:
-        write_json(args, report, cache)
+        if ranks.rank == 0:
+            write_json(args, report, cache, ranks)
     if "warpstore" in report and "gpu" in report:
         diff = abs(report["warpstore"][0] - report["gpu"][0])
         print(f"accuracy difference warpstore vs GPU memory: {diff:.4f} "
               f"({'same' if diff <= 0.01 else 'DIFFERENT'} within 0.01)")
-        return 0 if diff <= 0.01 else 1
-    return 0
+        return finish(ranks, 0 if diff <= 0.01 else 1)
+    return finish(ranks, 0)
+
+
+def finish(ranks, code):
+    if ranks.on:
+        dist.barrier()
+        dist.destroy_process_group()
+    return code
 
 
 if __name__ == "__main__":

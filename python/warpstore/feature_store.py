@@ -178,8 +178,10 @@ class WarpstoreFeatureStore(FeatureStore):
         return [TensorAttr(group_name=g, attr_name=a) for g, a in self._store]
 
     def close(self):
+        """Closes the store's arrays (warpstore.Array, and wrappers of them
+        with a close(): warpstore.distributed.PeerArray)."""
         for t in self._store.values():
-            if isinstance(t, Array):
+            if isinstance(t, Array) or (not isinstance(t, torch.Tensor) and hasattr(t, "close")):
                 t.close()
 
 
