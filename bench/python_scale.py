@@ -99,7 +99,8 @@ def torchrun(nproc, argv, env=None, timeout=None):
 def gpu_counts(spec):
     import torch
 
-    have = torch.cuda.device_count()
+    # Without a GPU: CPU processes over gloo, a smoke test of the harness.
+    have = torch.cuda.device_count() or 2
     counts = sorted({int(x) for x in spec.split(",")})
     if 1 not in counts:
         counts = [1] + counts  # the baseline of the same run
@@ -114,9 +115,25 @@ def init_worker():
     import torch.distributed as dist
 
     local = int(os.environ["LOCAL_RANK"])
+    if not torch.cuda.is_available():  # the harness's smoke test: CPU processes, gloo
+        dist.init_process_group("gloo")
+        return dist.get_rank(), dist.get_world_size(), torch.device("cpu")
     torch.cuda.set_device(local)
     dist.init_process_group("nccl", device_id=torch.device("cuda", local))
     return dist.get_rank(), dist.get_world_size(), torch.device("cuda", local)
+
+
+def sync(dev):
+    import torch
+
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def device_name(dev):
+    import torch
+
+    return torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu"
 
 
 def finish_worker(args, mine):
@@ -153,7 +170,7 @@ def worker_reads(args):
         idx = torch.randint(0, rows, (args.batch,), device=dev, generator=gen)
         t0 = time.perf_counter()
         out = arr.gather(idx)
-        torch.cuda.synchronize(dev)
+        sync(dev)
         dt = time.perf_counter() - t0
         want = reads_value(idx[:, None] * width + cols[None, :]).to(torch.int32)
         return dt, int((out != want).any(dim=1).sum())
@@ -175,7 +192,7 @@ def worker_reads(args):
     st = arr.stats()
     mine = {"rank": rank, "rows": n * args.batch, "wall_s": wall, "gather_s": gather_s,
             "mismatches": bad, "hit_rate": st["hit_rate"], "open_s": t_open,
-            "threads": warpstore.settings.threads(), "device": torch.cuda.get_device_name(dev)}
+            "threads": warpstore.settings.threads(), "device": device_name(dev)}
     arr.close()
     finish_worker(args, mine)
 
@@ -188,6 +205,8 @@ def host_copy_ceiling(counts, seconds=3.0, chunk=256 << 20):
     import torch
 
     out = {}
+    if not torch.cuda.is_available():
+        return {n: float("nan") for n in counts}
     for n in counts:
         bufs = [torch.empty(chunk, dtype=torch.uint8).pin_memory() for _ in range(n)]
         dsts = [torch.empty(chunk, dtype=torch.uint8, device=f"cuda:{g}") for g in range(n)]
@@ -304,10 +323,10 @@ def worker_peer(args):
                         idx = skewed_ids(gen, args.batch, rows, args.power, dev)
                     else:
                         idx = torch.randint(0, rows, (args.batch,), device=dev, generator=gen)
-                    torch.cuda.synchronize(dev)
+                    sync(dev)
                     t0 = time.perf_counter()
                     got = src.gather(idx)
-                    torch.cuda.synchronize(dev)
+                    sync(dev)
                     times.append(time.perf_counter() - t0)
                     want = peer_value(idx[:, None], cols[None, :]).to(torch.float32)
                     bad += int((got != want).any(dim=1).sum())
@@ -319,7 +338,7 @@ def worker_peer(args):
                              "exchange_s": getattr(src, "exchange_seconds", 0.0)}
                 arr.close()
             out["runs"].append(run)
-    out["device"] = torch.cuda.get_device_name(dev)
+    out["device"] = device_name(dev)
     finish_worker(args, out)
 
 
@@ -404,6 +423,18 @@ def cmd_graphsage(args):
             per[n] = {r["name"].rsplit(".", 1)[-1] if r["name"].endswith("epoch_s") else r["name"]: r
                       for r in json.load(f)}
         os.unlink(js)
+        if n > 1 and args.peer:  # the same training, the ranks sharing their cache lines
+            with tempfile.NamedTemporaryFile("r", suffix=".json", delete=False) as f:
+                js = f.name
+            cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                   f"--nproc-per-node={n}", train, "--json", js, "--name",
+                   f"scale.graphsage.peer.{n}gpu", "--sources", "warpstore", "--peer", "--dir",
+                   args.dir, "--reuse"] + args.train_args.split()
+            print("+", " ".join(cmd), flush=True)
+            subprocess.run(cmd, check=True, env=env)
+            with open(js) as f:
+                per[f"peer{n}"] = {r["name"].rsplit(".", 1)[-1]: r for r in json.load(f)}
+            os.unlink(js)
     rows_out = []
     base = per[1]
     for n in counts:
@@ -418,6 +449,20 @@ def cmd_graphsage(args):
         gpu_row = per[n].get(f"scale.graphsage.{n}gpu.vs_gpu")
         if gpu_row:
             params["features_in_gpu_memory_epoch_s"] = gpu_row["ceiling"]
+        peer = per.get(f"peer{n}")
+        if peer:
+            pe = peer["epoch_s"]
+            rows_out.extend(peer.values())
+            rows_out.append({
+                "name": f"scale.graphsage.peer.{n}gpu.storage_bytes",
+                "value": round(pe["params"]["warpstore_storage_bytes"] /
+                               ws["params"]["warpstore_storage_bytes"], 4),
+                "unit": "shared / private storage bytes", "ceiling": ws["params"]["warpstore_storage_bytes"],
+                "ceiling_name": "private caches, the same training", "ratio": round(
+                    pe["params"]["warpstore_storage_bytes"] / ws["params"]["warpstore_storage_bytes"], 4),
+                "verified": True, "mismatches": pe["mismatches"] + ws["mismatches"],
+                "params": dict(pe["params"], private_epoch_s=ws["value"],
+                               private_hit_rate=ws["params"]["warpstore_hit_rate"])})
         rows_out.append({"name": f"scale.graphsage.ddp.{n}gpu", "value": ws["value"], "unit": "s",
                          "ceiling": ws1["value"], "ceiling_name": "1 GPU epoch, same run "
                          "(ratio: speedup, 1 GPU over N)",
@@ -441,7 +486,8 @@ def cmd_collect(args):
     for p in args.files:
         if os.path.exists(p):
             with open(p) as f:
-                rows.extend(json.load(f))
+                got = json.load(f)
+            rows.extend(got["results"] if isinstance(got, dict) else got)  # a study file, or rows
         else:
             print(f"collect: {p} missing (its step failed or did not run)", file=sys.stderr)
     device = next((r["params"].get("device") for r in rows if "device" in r.get("params", {})),
@@ -465,7 +511,7 @@ def main(argv=None):
     r.add_argument("--row-bytes", type=int, default=4096)
     r.add_argument("--cache", default="256MiB", help="each GPU's cache")
     r.add_argument("--batch", type=int, default=16384)
-    r.add_argument("--seconds", type=float, default=8.0)
+    r.add_argument("--seconds", type=float, default=6.0)
     r.add_argument("--dir", default="/tmp")
     r.add_argument("--json")
     w = sub.add_parser("worker-reads")
@@ -494,6 +540,8 @@ def main(argv=None):
     g = sub.add_parser("graphsage")
     g.add_argument("--gpus", default="1,2")
     g.add_argument("--sources", default="warpstore,gpu")
+    g.add_argument("--peer", action=argparse.BooleanOptionalAction, default=True,
+                   help="also train with the ranks sharing cache lines (PeerArray)")
     g.add_argument("--train-args", default="--nodes 2000000 --dim 128 --epochs 3 --batches 0 "
                    "--test-nodes 20000")
     g.add_argument("--dir", default="/tmp")

@@ -270,6 +270,8 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
     correct, bad_rows, checked = int(correct), int(bad_rows), int(checked)
     acc = correct / asked
     stats = features.stats() if hasattr(features, "stats") else None
+    if stats is not None:  # storage bytes read by every rank's array, all epochs and the test
+        stats = dict(stats, bytes_all_ranks=int(ranks.total(stats["bytes"])))
     fs.close()
     log(f"  [{source_name}] checked {checked} fetched rows against the file: {bad_rows} wrong",
           flush=True)
@@ -305,6 +307,10 @@ def write_json(args, report, cache, ranks):
               "fetch_rows_per_s": round(epochs[-1][2] / max(epochs[-1][3], 1e-9)),
               "omp_num_threads": os.environ.get("OMP_NUM_THREADS", "unset"),
               "torch_threads": torch.get_num_threads(), "gpus": ranks.world, "peer": args.peer}
+    st = getattr(args, "warpstore_stats", None)
+    if st is not None:
+        params.update(warpstore_hit_rate=round(st["hit_rate"], 4),
+                      warpstore_storage_bytes=st["bytes_all_ranks"])
     rows = [{"name": f"{args.name}.epoch_s", "value": round(ws, 4), "unit": "s",
              "verified": True, "mismatches": bad, "params": params},
             {"name": ("graphsage.exposed_fetch_share" if args.name == "graphsage.host" else
@@ -419,6 +425,8 @@ def main(argv=None):
         acc, epochs, stats, bad = run(source, feats, y, edge_index, train, test, args, device,
                                       reference, ranks)
         report[source] = (acc, epochs, bad)
+        if stats is not None:
+            args.warpstore_stats = stats
         extra = (f", cache hit rate {100 * stats['hit_rate']:.1f} %" if stats else "")
         print(f"{source}: test accuracy {acc:.4f}{extra}", flush=True)
         del feats
