@@ -8,6 +8,11 @@
 //
 // Writes (options::writable): ref.store(i, v) / write_span on the GPU, then
 // a.flush() on the host makes them durable.
+//
+// Several writers of one file (processes, or arrays over controllers of
+// their own) each take a byte range: a writable array locks the bytes it
+// may write back (array_base::write_footprint) and refuses to open over
+// bytes another writer holds. Readers take no lock.
 #pragma once
 
 #include <bit>
@@ -84,6 +89,16 @@ class array_base {
                   std::uintptr_t stream = 0, const std::function<bool()>& interrupt = {});
   // Whether the backing file was opened read-write (options::writable).
   bool writable() const { return controller_->file().writable(); }
+  // The bytes of the file a writable array may write: its lines are written
+  // back whole (the last one too, past the array's end, up to the end of the
+  // file), and the memory controller writes back whole 64 KiB chunks
+  // (controller::write_unit). A writable array holds a write lock on them
+  // while it lives.
+  file_range_lock::range write_footprint() const;
+  // Whether this array holds that lock: false for a read-only array, and
+  // where the filesystem has no OFD locks (backing_file::lock_range), where
+  // overlapping writers then go undetected.
+  bool write_locked() const { return write_lock_.held(); }
   // A view of the array's bytes (what a checkpoint copies): the ref of this
   // array with byte elements, every option included.
   array_ref<std::byte> byte_ref() const {
@@ -119,6 +134,10 @@ class array_base {
   }
 
  private:
+  // Takes write_lock_ on write_footprint(), or raises invalid_argument naming
+  // the other writer's bytes (array_base.cpp says why).
+  void lock_write_footprint();
+
   std::shared_ptr<warpstore::cache> cache_;
   std::shared_ptr<controller> controller_;
   std::shared_ptr<host_detail::bulk_reader> bulk_;  // the process's, for read_range
@@ -131,6 +150,8 @@ class array_base {
   bool bounds_check_;
   bool eager_write_back_;
   bool overlapped_eviction_;
+  // Last: released before controller_ may close the file.
+  file_range_lock write_lock_;
 };
 
 }  // namespace detail

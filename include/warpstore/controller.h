@@ -9,6 +9,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,42 @@
 namespace warpstore {
 
 enum class file_access { read_only, read_write };
+
+class backing_file;
+
+// A write lock on bytes [first, end) of a backing_file
+// (backing_file::lock_range), released when this goes away or is moved from.
+// Not held where another writer holds part of the range (conflict() says
+// what it holds) or where the filesystem has no OFD locks (no conflict).
+class file_range_lock {
+ public:
+  struct range {
+    std::uint64_t first = 0;
+    std::uint64_t end = 0;  // one past the last byte; UINT64_MAX: to the end of the file and beyond
+  };
+
+  file_range_lock() = default;
+  file_range_lock(file_range_lock&& o) noexcept;
+  file_range_lock& operator=(file_range_lock&& o) noexcept;
+  ~file_range_lock() { release(); }
+
+  bool held() const { return file_ != nullptr; }
+  // The range asked for (held or not).
+  const range& bytes() const { return bytes_; }
+  // Not held because another open file description holds some of the range:
+  // the range of the first such lock F_OFD_GETLK reported.
+  const std::optional<range>& conflict() const { return conflict_; }
+
+ private:
+  friend class backing_file;
+  void release() noexcept;
+  const backing_file* file_ = nullptr;
+  range bytes_;
+  std::optional<range> conflict_;
+};
+
+// "[first, end)", or "[first, end of file)".
+std::string to_string(const file_range_lock::range& r);
 
 // A file or block device opened for a controller.
 class backing_file {
@@ -54,7 +92,29 @@ class backing_file {
   // regular file.
   std::uint32_t logical_block_size() const { return logical_block_size_; }
 
+  // Takes a write lock on bytes [first, end) of the file without waiting:
+  // an OFD lock (fcntl F_OFD_SETLK on fd()), which belongs to this open file
+  // description. Locks of other descriptions conflict, whether they belong
+  // to another process or to another backing_file of this one (each
+  // controller opens the file anew); locks through this backing_file never
+  // conflict with each other, so arrays sharing a controller do not
+  // exclude one another. Overlapping ranges taken here are counted: a
+  // released lock frees only the bytes no other lock of this backing_file
+  // still covers. The lock is advisory: it excludes other writers that take
+  // one (every writable array does), not reads or plain writes.
+  // Where another description holds some of the range, takes nothing and
+  // returns a lock whose conflict() names that writer's range. Where the
+  // filesystem has no OFD locks (EINVAL, ENOLCK, EOPNOTSUPP: some network
+  // and FUSE filesystems), takes nothing and returns a lock neither held nor
+  // in conflict: overlapping writers then go undetected. Raises file_error
+  // for any other failure.
+  file_range_lock lock_range(std::uint64_t first, std::uint64_t end) const;
+
  private:
+  friend class file_range_lock;
+  // Drops `r`, one of held_, and unlocks what no other range of held_ covers.
+  void unlock_range(const file_range_lock::range& r) const noexcept;
+
   std::string path_;
   file_access access_;
   int fd_ = -1;
@@ -65,6 +125,10 @@ class backing_file {
   std::uint32_t direct_alignment_ = 512;
   bool block_device_ = false;
   std::uint32_t logical_block_size_ = 512;
+  // The ranges lock_range took, one entry per lock (they may overlap). The
+  // locks change the lock table, not the file: lock_range is const.
+  mutable std::mutex locks_mutex_;
+  mutable std::vector<file_range_lock::range> held_;
 };
 
 // Counters every controller keeps, read on the host.
@@ -121,6 +185,11 @@ class controller {
   // short quiet if nothing arrives.
   virtual void wake() {}
   const backing_file& file() const { return *file_; }
+  // Bytes, aligned in the file, that this controller rewrites whole when it
+  // writes any byte of them: 1 where a WRITE touches exactly its own blocks
+  // (host); the memory controller writes back whole dirty 64 KiB chunks
+  // from its copy of the file. A writable array's write lock covers them.
+  virtual std::uint64_t write_unit() const { return 1; }
 
  protected:
   explicit controller(std::shared_ptr<backing_file> file) : file_(std::move(file)) {}

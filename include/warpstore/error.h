@@ -186,6 +186,8 @@ class file_error : public detail::error_as<std::system_error> {
 };
 
 // An argument or setting out of range; `path` names the file it concerns.
+// Also a writable array whose bytes another writer holds (array_base::
+// write_footprint; `offset` is the first byte both want).
 class invalid_argument : public detail::error_as<std::invalid_argument> {
  public:
   explicit invalid_argument(const std::string& what, std::string path = {},

@@ -46,12 +46,14 @@ array_base::array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<cont
                                std::to_string(byte_offset) + " need more than the file's " +
                                std::to_string(file_size) + " bytes",
                            path);
+  elems_per_line_log2_ =
+      static_cast<std::uint32_t>(std::countr_zero(cache_->line_size() / elem_size));
+  // Before anything is handed out that a refusal would leave behind.
+  if (writable()) lock_write_footprint();
   source_ = cache_->next_source_id();
   cache_->register_source(source_, cache_source{controller_->device_ref(),
                                                 byte_offset >> nvme::block_shift,
                                                 controller_->file().capacity_blocks()});
-  elems_per_line_log2_ =
-      static_cast<std::uint32_t>(std::countr_zero(cache_->line_size() / elem_size));
   errors_ = runtime::make_device<error_record>(1);
   bulk_ = host_detail::bulk_reader::acquire();
 }
@@ -59,6 +61,57 @@ array_base::array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<cont
 std::uint64_t array_base::size_bytes() const {
   const auto line_log2 = static_cast<std::uint32_t>(std::countr_zero(cache_->line_size()));
   return count_ << (line_log2 - elems_per_line_log2_);
+}
+
+file_range_lock::range array_base::write_footprint() const {
+  const std::uint64_t line = cache_->line_size();
+  const std::uint64_t unit = std::max<std::uint64_t>(1, controller_->write_unit());
+  const std::uint64_t lines_end = byte_offset_ + (size_bytes() + line - 1) / line * line;
+  return {byte_offset_ / unit * unit,
+          std::min(controller_->file().size_bytes(), (lines_end + unit - 1) / unit * unit)};
+}
+
+// Several writers of one file are partitioned by byte range. Each writable
+// array locks its write footprint for as long as it lives: had two writers'
+// footprints overlapped, each would write back the other's bytes with what
+// its cache held, stale, and the last write-back would win. The lock is an
+// OFD lock (backing_file::lock_range): it conflicts with every other open of
+// the file (another process, or a controller of this process with a
+// descriptor of its own), never with arrays sharing this array's controller
+// (one descriptor: code that shares a controller between writable arrays
+// keeps their ranges apart itself). It does not wait: a conflict raises at
+// once, before the array has written anything.
+//
+// Read-only arrays take no lock and are not excluded: a reader of bytes
+// another process is writing sees what its cache holds, which may be older
+// than the file (what it read before, or a line read while the writer had
+// written back only some of it).
+void array_base::lock_write_footprint() {
+  const file_range_lock::range want = write_footprint();
+  write_lock_ = controller_->file().lock_range(want.first, want.end);
+  if (!write_lock_.conflict()) return;  // held, or no OFD locks on this filesystem
+  const file_range_lock::range other = *write_lock_.conflict();
+  const std::string& p = path();
+  const std::string line = std::to_string(cache_->line_size());
+  const std::uint64_t unit = controller_->write_unit();
+  std::string m = p + ": bytes " + to_string(want) +
+                  " cannot be opened for writing: another writer holds bytes " +
+                  to_string(other) +
+                  " (another process, or a writable array of this process with a controller of "
+                  "its own). This array (" + std::to_string(count_) + " elements of " +
+                  std::to_string(size_bytes() / count_) + " bytes at byte offset " +
+                  std::to_string(byte_offset_) + ") writes back whole " + line +
+                  "-byte cache lines";
+  if (unit > 1)
+    m += ", and its " + std::string(controller_->name()) + " controller whole " +
+         std::to_string(unit) + "-byte chunks of the file";
+  m += ", so it writes bytes " + to_string(want) +
+       ". Give each writer its own bytes: start each writer at or after the end of the "
+       "previous writer's last cache line (line size " + line +
+       " bytes), e.g. split the rows at multiples of " + line +
+       " bytes from the first writer's byte offset";
+  if (unit > 1) m += ", the file at multiples of " + std::to_string(unit) + " bytes";
+  throw invalid_argument(m, p, std::max(want.first, other.first));
 }
 
 void array_base::read_range(std::uint64_t first_byte, std::uint64_t bytes, void* dst,

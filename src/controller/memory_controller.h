@@ -24,6 +24,7 @@ class memory_controller final : public controller {
   controller_stats stats() const override { return {}; }  // commands run on the GPU, uncounted
   const std::byte* data() const { return data_.get(); }
   void make_durable() override;
+  std::uint64_t write_unit() const override { return std::uint64_t{1} << chunk_shift; }
 
   static constexpr std::uint32_t chunk_shift = 16;
 
