@@ -82,12 +82,13 @@ def _gathers_right_rows(rank, world, path, rows, dim):
         assert (p.world, p.rank) == (world, rank)
         g = np.random.default_rng(100 + rank)
         for k in range(12):
+            gather = p.gather if k % 3 else (lambda i: p.gather_async(i).wait())
             n = 0 if (k == 3 and rank == 1) else int(g.integers(1, 3000))  # one rank asks nothing
             ids = g.integers(-rows, rows, n)  # repeats and negative ids
             idx = torch.from_numpy(ids).to(dev)
             if k % 2:
                 idx = idx.reshape(-1, 1) if n else idx  # any shape: [n, 1] -> [n, 1, dim]
-            out = p.gather(idx)
+            out = gather(idx)
             assert tuple(out.shape) == tuple(idx.shape) + (dim,)
             np.testing.assert_array_equal(out.reshape(-1, dim).cpu().numpy(), ref[ids])
         s = p.stats()
@@ -156,6 +157,38 @@ def test_an_id_out_of_range_on_one_rank_raises_on_all(tmp_path):
     _run(2, _bad_ids_raise_everywhere, path, 5000, 64)
 
 
+def _failed_reads_raise_everywhere(rank, world, path, rows, dim):
+    import warpstore
+    from warpstore.distributed import PeerArray
+
+    ref = np.array(np.memmap(path, dtype=np.float32, mode="r", shape=(rows, dim)))
+    dev = _device(rank)
+    with warpstore.open(path, "float32", (rows, dim), cache="256KiB", threads=1) as a:
+        p = PeerArray(a)
+        dist.barrier()
+        if rank == 0:
+            os.truncate(path, rows // 2 * dim * 4)  # the second half of the rows is gone
+        dist.barrier()
+        for use_async in (False, True):
+            ids = torch.tensor([rows - 1 - rank, rows - 50, 1], device=dev)
+            # The owner of each lost row fails to read it; every rank raises,
+            # none waits in the exchange, none gets the rows.
+            with pytest.raises((OSError, RuntimeError)):
+                if use_async:
+                    p.gather_async(ids).wait()
+                else:
+                    p.gather(ids)
+        ok = torch.tensor([5, rows // 2 - 1, 0], device=dev)
+        np.testing.assert_array_equal(p.gather(ok).cpu().numpy(), ref[[5, rows // 2 - 1, 0]])
+        np.testing.assert_array_equal(p.gather_async(ok).wait().cpu().numpy(),
+                                      ref[[5, rows // 2 - 1, 0]])
+
+
+def test_a_failed_read_on_one_owner_raises_on_all(tmp_path):
+    path, _ = _file(tmp_path, 8000, 128)
+    _run(2, _failed_reads_raise_everywhere, path, 8000, 128)
+
+
 def _different_files_refused(rank, world, path, rows, dim):
     import warpstore
     from warpstore.distributed import PeerArray
@@ -199,3 +232,9 @@ def test_every_rank_gets_its_rows_over_nccl(tmp_path):
 def test_shared_ownership_reads_each_line_once_over_nccl(tmp_path):
     path, _ = _file(tmp_path, 8000, 128)
     _run(2, _one_fetch_per_line, path, 8000, 128, str(tmp_path), cuda=True)
+
+
+@pytest.mark.skipif(not two_gpus(), reason="needs two GPUs and NCCL")
+def test_a_failed_read_on_one_owner_raises_on_all_over_nccl(tmp_path):
+    path, _ = _file(tmp_path, 8000, 128)
+    _run(2, _failed_reads_raise_everywhere, path, 8000, 128, cuda=True)

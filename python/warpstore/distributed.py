@@ -111,28 +111,65 @@ class PeerArray:
         the rank that owns its line. A collective: every rank of the group
         calls it. An id out of range on any rank makes every rank raise
         (IndexError on that rank, RuntimeError naming it on the others)
-        before any row moves, so no rank is left waiting in the exchange."""
+        before any row moves; a read that fails on an owner makes every rank
+        raise (the owner's OSError there) before rows go back. No rank is
+        left waiting in the exchange, and none gets rows that were not read."""
         if self.world == 1:
             t0 = time.perf_counter()
             out = self.array.gather(idx)
             self.gather_seconds += time.perf_counter() - t0
             self.rows_asked += idx.numel()
             return out
+        x = self._ask(idx)
+        t1 = time.perf_counter()
+        error = None
+        try:
+            served = self.array.gather(x.asked)  # through this rank's own cache
+        except Exception as e:  # noqa: BLE001 (every rank learns of it, then it is raised)
+            error, served = e, None
+        t2 = time.perf_counter()
+        self.gather_seconds += t2 - t1
+        self._agree(error)
+        out = self._answer(x, served)
+        self.exchange_seconds += (t1 - x.t0) + (time.perf_counter() - t2)
+        return out
+
+    def gather_async(self, idx):
+        """gather() with the rows' reads and their way back queued on the
+        current CUDA stream: returns at once a handle whose ``tensor`` the
+        stream's later work may use and whose ``wait()`` (a collective too:
+        every rank waits for its handles in the same order) raises what
+        gather() would. The ids' exchange still waits for the ids, as
+        gather() does. Without CUDA, gathers at once."""
+        if self.world == 1:
+            return self.array.gather_async(idx)
+        if not (isinstance(idx, torch.Tensor) and idx.is_cuda):
+            return _PeerPending(self, None, self.gather(idx))
+        x = self._ask(idx)
+        pending = self.array.gather_async(x.asked)  # on the current stream: no wait here
+        out = self._answer(x, pending.tensor)  # enqueued after the reads
+        self.exchange_seconds += time.perf_counter() - x.t0
+        return _PeerPending(self, pending, out)
+
+    def _ask(self, idx):
+        """Checks the ids everywhere, tells every rank what it serves whom,
+        and sends each owner the ids it serves."""
         if not isinstance(idx, torch.Tensor):
             raise TypeError(f"PeerArray.gather takes a tensor of row ids, got {type(idx)}")
         if idx.dtype.is_floating_point or idx.dtype.is_complex or idx.dtype == torch.bool:
             raise TypeError(f"row ids must be integers, got {idx.dtype}")
-        t0 = time.perf_counter()
-        shape = tuple(idx.shape)
+        x = _Exchange()
+        x.t0 = time.perf_counter()
+        x.shape = tuple(idx.shape)
         given = idx.reshape(-1).to(torch.int64)
         n = len(self.array)
         flat = torch.where(given < 0, given + n, given)
         bad = (flat < 0) | (flat >= n)
         # Each row once, grouped by owner.
-        uniq, inverse = torch.unique(flat.clamp(0, n - 1), return_inverse=True)
+        uniq, x.inverse = torch.unique(flat.clamp(0, n - 1), return_inverse=True)
         owner = self.owners(uniq)
-        order = torch.argsort(owner, stable=True)
-        want = uniq[order]
+        x.order = torch.argsort(owner, stable=True)
+        want = uniq[x.order]
         # One collective tells every rank what each sends whom, and whether
         # any rank holds a bad id (then all raise, none waits).
         mine = torch.empty(self.world + 2, dtype=torch.int64, device=idx.device)
@@ -149,25 +186,43 @@ class PeerArray:
                 raise IndexError(f"{self.array.path}: row {row} is out of range for {n} rows")
             raise RuntimeError(f"PeerArray.gather: rank {r} asked for row {row}, out of range for "
                                f"{n} rows; nothing was exchanged")
-        send = table[self.rank, : self.world].tolist()
-        recv = table[:, self.rank].tolist()
+        x.send = table[self.rank, : self.world].tolist()
+        x.recv = table[:, self.rank].tolist()
         self.rows_asked += given.numel()
-        asked = torch.empty(sum(recv), dtype=torch.int64, device=idx.device)
-        dist.all_to_all_single(asked, want, recv, send, group=self.group)
-        t1 = time.perf_counter()
-        served = self.array.gather(asked)  # through this rank's own cache
-        t2 = time.perf_counter()
-        self.gather_seconds += t2 - t1
+        x.wanted = want.numel()
+        x.asked = torch.empty(sum(x.recv), dtype=torch.int64, device=idx.device)
+        dist.all_to_all_single(x.asked, want, x.recv, x.send, group=self.group)
+        return x
+
+    def _answer(self, x, served):
+        """Sends the served rows back to the ranks that asked and puts this
+        rank's rows in the order of its ids."""
         row_shape = tuple(self.array.shape[1:])
-        got = torch.empty((want.numel(),) + row_shape, dtype=served.dtype, device=idx.device)
-        dist.all_to_all_single(got, served, send, recv, group=self.group)
+        got = torch.empty((x.wanted,) + row_shape, dtype=served.dtype, device=served.device)
+        dist.all_to_all_single(got, served, x.send, x.recv, group=self.group)
         rows = torch.empty_like(got)
-        rows[order] = got  # back to uniq's order
-        out = rows[inverse].reshape(shape + row_shape)
-        self.exchange_seconds += (t1 - t0) + (time.perf_counter() - t2)
-        self.rows_sent += want.numel() - send[self.rank]
-        self.rows_served += asked.numel() - recv[self.rank]
-        return out
+        rows[x.order] = got  # back to the order of the unique ids
+        self.rows_sent += x.wanted - x.send[self.rank]
+        self.rows_served += x.asked.numel() - x.recv[self.rank]
+        return rows[x.inverse].reshape(x.shape + row_shape)
+
+    def _agree(self, error):
+        """A collective: raises on every rank when any rank's read failed
+        (its own error on that rank)."""
+        flags = torch.zeros(self.world, dtype=torch.int64)
+        failed = torch.tensor([1 if error is not None else 0], dtype=torch.int64)
+        dev = torch.device("cuda", torch.cuda.current_device()) if \
+            dist.get_backend(self.group) == "nccl" else torch.device("cpu")
+        flags, failed = flags.to(dev), failed.to(dev)
+        dist.all_gather_into_tensor(flags, failed, group=self.group)
+        flags = flags.cpu()
+        if error is not None:
+            raise error
+        if bool(flags.any()):
+            r = int(flags.nonzero()[0])
+            raise RuntimeError(f"PeerArray.gather: rank {r} could not read the rows it owns (its "
+                               f"error is raised there); the rows of this gather are lost on every "
+                               f"rank")
 
     __getitem__ = gather
 
@@ -180,3 +235,32 @@ class PeerArray:
 
     def close(self):
         self.array.close()
+
+
+class _Exchange:
+    """One gather's state between asking and answering."""
+
+    __slots__ = ("t0", "shape", "inverse", "order", "send", "recv", "wanted", "asked")
+
+
+class _PeerPending:
+    """The handle of PeerArray.gather_async: ``tensor`` at once, ``wait()``
+    (a collective) for the rows or every rank's error."""
+
+    def __init__(self, peer, pending, out):
+        self._peer, self._pending, self.tensor = peer, pending, out
+
+    def done(self):
+        return self._pending is None or self._pending.done()
+
+    def wait(self):
+        if self._pending is None:
+            return self.tensor
+        pending, self._pending = self._pending, None
+        error = None
+        try:
+            pending.wait()
+        except Exception as e:  # noqa: BLE001 (every rank learns of it, then it is raised)
+            error = e
+        self._peer._agree(error)
+        return self.tensor
