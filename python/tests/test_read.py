@@ -18,6 +18,15 @@ def rows(tmp_path):
     return write(tmp_path / "rows.f32", data, offset=1024), data
 
 
+def host(x):
+    """A result as NumPy: read() gives a CUDA tensor on the GPU target."""
+    return x.cpu().numpy() if type(x).__module__.startswith("torch") else x
+
+
+def eq(got, want):
+    np.testing.assert_array_equal(host(got), want)
+
+
 def open_rows(path, **kw):
     return warpstore.open(path, np.float32, (-1, 37), offset=1024, **{**SMALL, **kw})
 
@@ -36,11 +45,14 @@ def test_read_matches_numpy_slicing(rows, controller, direct):
     with a:
         for start, stop in RANGES:
             got = a.read(start, stop)
-            assert isinstance(got, np.ndarray) and got.dtype == np.float32
-            np.testing.assert_array_equal(got, data[start:stop])
-        np.testing.assert_array_equal(a.read(), data)
-        np.testing.assert_array_equal(a.read(stop=7), data[:7])
-        np.testing.assert_array_equal(a.read(np.int64(3), np.int32(9)), data[3:9])
+            if a.device == "cpu":
+                assert isinstance(got, np.ndarray) and got.dtype == np.float32
+            else:  # onto the array's GPU
+                assert str(got.device) == a.device and str(got.dtype) == "torch.float32"
+            eq(got, data[start:stop])
+        eq(a.read(), data)
+        eq(a.read(stop=7), data[:7])
+        eq(a.read(np.int64(3), np.int32(9)), data[3:9])
         assert a.stats()["misses"] == 0  # the cache was not used
 
 
@@ -49,10 +61,10 @@ def test_contiguous_slices_are_bulk_reads_and_others_gather(rows):
     with open_rows(path) as a:
         for key in (slice(None), slice(10, 20), slice(-3, None), slice(4000, 10**9),
                     slice(30, 10), slice(None, None, 1)):
-            np.testing.assert_array_equal(a[key], data[key])
+            eq(a[key], data[key])
         assert a.stats()["misses"] == 0
         for key in (slice(None, None, 7), slice(100, 10, -3)):
-            np.testing.assert_array_equal(a[key], data[key])
+            eq(a[key], data[key])
         assert a.stats()["misses"] > 0
 
 
@@ -61,13 +73,13 @@ def test_one_dimensional_and_byte_swapped(tmp_path):
     path = write(tmp_path / "be.i8", data)
     with warpstore.open(path, ">i8", **SMALL) as a:
         got = a.read(17, 99_999)
-        assert got.dtype == np.int64 and got.dtype.isnative
-        np.testing.assert_array_equal(got, data[17:99_999].astype(np.int64))
-        np.testing.assert_array_equal(a[5:10], data[5:10].astype(np.int64))
+        assert host(got).dtype == np.int64 and host(got).dtype.isnative
+        eq(got, data[17:99_999].astype(np.int64))
+        eq(a[5:10], data[5:10].astype(np.int64))
     c = (np.arange(1000) * (1 + 2j)).astype(">c8")
     path = write(tmp_path / "be.c8", c)
     with warpstore.open(path, ">c8", **SMALL) as a:
-        np.testing.assert_array_equal(a.read(1, 999), c[1:999].astype(np.complex64))
+        eq(a.read(1, 999), c[1:999].astype(np.complex64))
 
 
 def test_bad_ranges(rows):
@@ -90,7 +102,7 @@ def test_out_is_checked_and_filled(rows):
     with open_rows(path) as a:
         out = np.empty((100, 37), np.float32)
         assert a.read(200, 300, out=out) is out
-        np.testing.assert_array_equal(out, data[200:300])
+        eq(out, data[200:300])
         with pytest.raises(ValueError, match="shape"):
             a.read(200, 301, out=out)
         with pytest.raises(TypeError, match="dtype"):
@@ -105,7 +117,7 @@ def test_out_is_checked_and_filled(rows):
             a.read(200, 300, out=ro)
         with pytest.raises(TypeError, match="NumPy array or a torch tensor"):
             a.read(200, 300, out=[0] * 3700)
-        np.testing.assert_array_equal(out, data[200:300])  # refused calls wrote nothing
+        eq(out, data[200:300])  # refused calls wrote nothing
 
 
 def test_torch_out_on_the_cpu(rows):
@@ -114,7 +126,7 @@ def test_torch_out_on_the_cpu(rows):
     with open_rows(path) as a:
         out = torch.empty((50, 37), dtype=torch.float32)
         assert a.read(-50, None, out=out) is out
-        np.testing.assert_array_equal(out.numpy(), data[-50:])
+        eq(out.numpy(), data[-50:])
         with pytest.raises(TypeError, match="dtype"):
             a.read(-50, None, out=torch.empty((50, 37), dtype=torch.float64))
         with pytest.raises(ValueError, match="contiguous"):
@@ -147,7 +159,7 @@ def test_a_file_that_shrank_is_an_oserror_with_path_and_row(rows):
         end = 1024 + 3000 * 148 + 5
         assert e.offset is not None and end - 4096 <= e.offset < 1024 + 4000 * 148
         assert e.row == (e.offset - 1024) // 148
-        np.testing.assert_array_equal(a.read(0, 3000), data[:3000])
+        eq(a.read(0, 3000), data[:3000])
 
 
 def test_reads_from_threads_and_close_waits_for_them(rows):
@@ -169,7 +181,7 @@ def test_reads_from_threads_and_close_waits_for_them(rows):
                     assert "closed" in str(e)
                     outcomes.append("closed")
                     return
-                np.testing.assert_array_equal(got, data[lo:hi])
+                eq(got, data[lo:hi])
 
         threads = [threading.Thread(target=reader, args=(trial * 10 + k,)) for k in range(3)]
         for t in threads:
@@ -218,7 +230,7 @@ def test_a_signal_handler_that_raises_stops_a_read(tmp_path):
                 signal.setitimer(signal.ITIMER_REAL, 0)
                 if inside >= 2:
                     break
-            np.testing.assert_array_equal(a.read(n - 1000, None), data[-1000:])
+            eq(a.read(n - 1000, None), data[-1000:])
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
@@ -232,14 +244,15 @@ def test_read_into_cuda_memory(rows):
     with open_rows(path, backend="cuda") as a:
         got = a.read(7, 4321)
         assert got.is_cuda and got.device == torch.device(a.device)
-        np.testing.assert_array_equal(got.cpu().numpy(), data[7:4321])
+        eq(got.cpu().numpy(), data[7:4321])
         out = torch.full((100, 37), -1.0, device=a.device)
         stream = torch.cuda.Stream(device=a.device)
         with torch.cuda.stream(stream):
             out.fill_(3.0)  # queued before the read: the read must land after it
             assert a.read(-100, None, out=out) is out
-        np.testing.assert_array_equal(out.cpu().numpy(), data[-100:])
-        np.testing.assert_array_equal(a[10:20], data[10:20])  # slices stay NumPy
+        eq(out.cpu().numpy(), data[-100:])
+        assert isinstance(a[10:20], np.ndarray)  # slices stay NumPy
+        eq(a[10:20], data[10:20])
         host = torch.empty((10, 37), dtype=torch.float32).pin_memory()
         a.read(0, 10, out=host)
-        np.testing.assert_array_equal(host.numpy(), data[:10])
+        eq(host.numpy(), data[:10])
