@@ -490,6 +490,18 @@ def cmd_collect(args):
             rows.extend(got["results"] if isinstance(got, dict) else got)  # a study file, or rows
         else:
             print(f"collect: {p} missing (its step failed or did not run)", file=sys.stderr)
+    # The host's io_uring ceiling at the threads the reads ran on, beside them.
+    uring = {r["name"].rsplit(".t", 1)[-1]: r["value"] for r in rows
+             if r["name"].startswith("ceiling.uring.random4k.t") and r.get("unit") == "GB/s"}
+    for r in rows:
+        if r["name"].startswith("ceiling."):
+            r["name"] = "scale." + r["name"]  # this machine's ceiling, same run
+        p = r.get("params", {})
+        if r["name"].startswith("scale.reads.host.") and "threads_per_process" in p:
+            t = str(sum(p["threads_per_process"]))
+            if t in uring:
+                p["uring_ceiling_gb_per_s"] = uring[t]
+                p["share_of_uring_ceiling"] = round(p["gb_per_s"] / uring[t], 3)
     device = next((r["params"].get("device") for r in rows if "device" in r.get("params", {})),
                   "unknown")
     doc = {"study": "scale", "device": device, "date": datetime.date.today().isoformat(),
