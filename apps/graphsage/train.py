@@ -230,7 +230,7 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
             loss_sum += loss.item()
             batches += 1
             rows += batch.n_id.numel()
-            if trace is not None and epoch == 0:
+            if trace is not None and epoch == args.epochs - 1:
                 trace.append(batch.n_id.cpu().numpy())
             if batches == per_rank_batches:
                 break
@@ -253,7 +253,7 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
               f"process CPU {cpu:.2f} s", flush=True)
     model.eval()
     if trace is not None:
-        write_trace(args, trace, epochs[0])
+        write_trace(args, trace, epochs[-1])
     test_loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=test_share,
                                  batch_size=args.batch_size, neighbor_sampler=sampler)
     correct = 0
@@ -278,9 +278,10 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
     return acc, epochs, stats, bad_rows
 
 
-def write_trace(args, batches, first_epoch):
-    """The row ids of the first epoch's batches (rank 0), for bench/scale_sim.py."""
-    seconds, share, _, _ = first_epoch
+def write_trace(args, batches, epoch):
+    """The row ids of the last epoch's batches (rank 0), for bench/scale_sim.py,
+    with the epoch's compute (its time less the exposed fetch) a batch."""
+    seconds, share, _, _ = epoch
     np.savez(args.trace, rows=np.concatenate(batches).astype(np.int64),
              batch_ends=np.cumsum([len(b) for b in batches]).astype(np.int64),
              row_bytes=args.dim * 4, total_rows=args.nodes,
@@ -369,7 +370,7 @@ def main(argv=None):
     p.add_argument("--peer", action="store_true",
                    help="under torchrun: the ranks share their cache lines (PeerArray) instead "
                         "of a private cache each")
-    p.add_argument("--trace", help="write the first epoch's row ids (rank 0) here, an .npz for "
+    p.add_argument("--trace", help="write the last epoch's row ids (rank 0) here, an .npz for "
                                    "bench/scale_sim.py")
     args = p.parse_args(argv)
     args.fetch_ahead = args.fetch_ahead == "on"

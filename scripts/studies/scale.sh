@@ -14,9 +14,13 @@
 #              (bench/python_scale.py peer)
 #   graphsage  GraphSAGE with DDP on 1 GPU then SCALE_GPUS, features through
 #              warpstore and in GPU memory (bench/python_scale.py graphsage)
+#   sim        records the row ids of a one-GPU GraphSAGE epoch (train.py
+#              --trace) and replays them through bench/scale_sim.py: N nodes of
+#              8 GPUs, cache 1/8 of the features a GPU, against a shared
+#              storage service (scale.sim.* rows)
 # SCALE_GPUS: the GPU counts (default: 2, and 4 and 8 where present).
 study_summary="several GPUs: reads, shared cache ownership, DDP GraphSAGE (scale.json)"
-study_steps="pytest ceilings reads peer graphsage"
+study_steps="pytest ceilings reads peer graphsage sim"
 tail_lines=25
 
 study_scale() {
@@ -63,9 +67,17 @@ study_scale() {
   fi
   if want graphsage; then
     timed graphsage 300 "${bench[@]}" graphsage --gpus "1,$gpus" --json "$out/graphsage.json"
-    rm -f /tmp/graphsage-2000000x128.f32
   fi
+  if want sim; then
+    timed trace 150 "$py" "$root/apps/graphsage/train.py" --nodes 2000000 --dim 128 --epochs 2 \
+      --batches 0 --test-nodes 2000 --dir /tmp --reuse --sources warpstore \
+      --trace /tmp/graphsage-trace.npz &&
+      timed sim 120 "$py" "$root/bench/scale_sim.py" --trace /tmp/graphsage-trace.npz \
+        --cache-bytes 128MiB --json "$out/sim.json"
+    rm -f /tmp/graphsage-trace.npz
+  fi
+  rm -f /tmp/graphsage-2000000x128.f32
   "$py" "$root/bench/python_scale.py" collect "$out/reads.json" "$out/ceilings.json" "$out/peer.json" \
-    "$out/graphsage.json" --out "$out/scale.json" \
+    "$out/graphsage.json" "$out/sim.json" --out "$out/scale.json" \
     --command "source .deps/unpack-deps.sh; scripts/gpu.sh scale $(echo $steps)" || status=1
 }
