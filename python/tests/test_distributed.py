@@ -238,3 +238,11 @@ def test_shared_ownership_reads_each_line_once_over_nccl(tmp_path):
 def test_a_failed_read_on_one_owner_raises_on_all_over_nccl(tmp_path):
     path, _ = _file(tmp_path, 8000, 128)
     _run(2, _failed_reads_raise_everywhere, path, 8000, 128, cuda=True)
+
+
+def test_the_module_is_reached_from_the_package():
+    import warpstore
+
+    assert warpstore.distributed.PeerArray.__name__ == "PeerArray"
+    with pytest.raises(AttributeError, match="no attribute 'nothing'"):
+        warpstore.nothing  # noqa: B018

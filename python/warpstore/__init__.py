@@ -31,3 +31,13 @@ def info():
         "controllers": ["host", "memory"],
         "settings": settings.as_dict(),
     }
+
+
+def __getattr__(name):
+    """``warpstore.distributed`` (and ``warpstore.feature_store``) on first
+    use: they import PyTorch, which ``import warpstore`` alone does not."""
+    if name in ("distributed", "feature_store"):
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'warpstore' has no attribute {name!r}")
