@@ -516,24 +516,33 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
-    r = sub.add_parser("reads")
-    r.add_argument("--gpus", default="1,2")
+
+    def driver(name, gpus):
+        """A subcommand run by hand: the GPU counts, where its files go, its rows."""
+        d = sub.add_parser(name)
+        d.add_argument("--gpus", default=gpus)
+        d.add_argument("--dir", default="/tmp")
+        d.add_argument("--json")
+        return d
+
+    def worker(name, strings, counts):
+        """A subcommand torchrun runs in each rank; its driver gives every argument."""
+        w = sub.add_parser(name)
+        for a in strings + ("--result",):
+            w.add_argument(a, required=True)
+        for a, kind in counts:
+            w.add_argument(a, type=kind, required=True)
+
+    r = driver("reads", "1,2")
     r.add_argument("--controllers", default="host,memory")
     r.add_argument("--rows", type=int, default=2 << 20, help="rows of the file (4 KiB each: 8 GiB)")
     r.add_argument("--row-bytes", type=int, default=4096)
     r.add_argument("--cache", default="256MiB", help="each GPU's cache")
     r.add_argument("--batch", type=int, default=16384)
     r.add_argument("--seconds", type=float, default=6.0)
-    r.add_argument("--dir", default="/tmp")
-    r.add_argument("--json")
-    w = sub.add_parser("worker-reads")
-    for a in ("--file", "--controller", "--cache", "--result"):
-        w.add_argument(a, required=True)
-    w.add_argument("--batch", type=int, required=True)
-    w.add_argument("--seconds", type=float, required=True)
-    w.add_argument("--row-bytes", type=int, required=True)
-    q = sub.add_parser("peer")
-    q.add_argument("--gpus", default="2")
+    worker("worker-reads", ("--file", "--controller", "--cache"),
+           (("--batch", int), ("--seconds", float), ("--row-bytes", int)))
+    q = driver("peer", "2")
     q.add_argument("--rows", type=int, default=8 << 20, help="rows of 512 B (a power of two; 4 GiB)")
     q.add_argument("--cache-fractions", default="16,8,4,2",
                    help="each GPU's cache: these fractions of the file (1/N)")
@@ -541,23 +550,14 @@ def main(argv=None):
     q.add_argument("--batch", type=int, default=65536)
     q.add_argument("--batches", type=int, default=120)
     q.add_argument("--power", type=float, default=3.0)
-    q.add_argument("--dir", default="/tmp")
-    q.add_argument("--json")
-    wq = sub.add_parser("worker-peer")
-    for a in ("--file", "--streams", "--cache-fractions", "--result"):
-        wq.add_argument(a, required=True)
-    wq.add_argument("--batch", type=int, required=True)
-    wq.add_argument("--batches", type=int, required=True)
-    wq.add_argument("--power", type=float, required=True)
-    g = sub.add_parser("graphsage")
-    g.add_argument("--gpus", default="1,2")
+    worker("worker-peer", ("--file", "--streams", "--cache-fractions"),
+           (("--batch", int), ("--batches", int), ("--power", float)))
+    g = driver("graphsage", "1,2")
     g.add_argument("--sources", default="warpstore,gpu")
     g.add_argument("--peer", action=argparse.BooleanOptionalAction, default=True,
                    help="also train with the ranks sharing cache lines (PeerArray)")
     g.add_argument("--train-args", default="--nodes 2000000 --dim 128 --epochs 3 --batches 0 "
                    "--test-nodes 20000")
-    g.add_argument("--dir", default="/tmp")
-    g.add_argument("--json")
     c = sub.add_parser("collect")
     c.add_argument("files", nargs="+")
     c.add_argument("--out", required=True)
