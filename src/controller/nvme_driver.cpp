@@ -31,7 +31,9 @@ constexpr std::uint64_t helper_max_transfer = 8ull << 20;
 // Polling: how many empty polls between clock and CSTS checks.
 constexpr unsigned polls_per_check = 64;
 
-std::uint64_t round_up(std::uint64_t v, std::uint64_t to) { return (v + to - 1) / to * to; }
+std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
+  return (v + to - 1) / to * to;
+}
 
 std::string hex(std::uint64_t v) {
   char buf[24];
@@ -118,7 +120,9 @@ std::uint64_t host_dma_memory::iova(const void* p) const {
   return reinterpret_cast<std::uint64_t>(p);
 }
 
-void host_dma_memory::free(void* p) noexcept { std::free(p); }
+void host_dma_memory::free(void* p) noexcept {
+  std::free(p);
+}
 
 // ---- dma_block -----------------------------------------------------------------
 
@@ -167,7 +171,9 @@ void nvme_driver::write64(std::uint32_t offset, std::uint64_t value) const {
       .store(value, std::memory_order_release);
 }
 
-std::uint32_t nvme_driver::csts() const { return read32(nvme_reg::csts); }
+std::uint32_t nvme_driver::csts() const {
+  return read32(nvme_reg::csts);
+}
 
 std::string nvme_driver::prefix() const {
   std::string s = "nvme ";
@@ -209,12 +215,14 @@ void nvme_driver::bring_up() {
   // CAP (3.1.1).
   const std::uint64_t cap = read64(nvme_reg::cap);
   if (cap == ~std::uint64_t{0})
-    throw runtime_error(prefix() + "registers read all ones: the device is gone or BAR0 is "
-                                   "not mapped",
+    throw runtime_error(prefix() +
+                            "registers read all ones: the device is gone or BAR0 is "
+                            "not mapped",
                         info_of(error_kind::runtime, options_.name));
   cap_.max_queue_entries = static_cast<std::uint32_t>(cap & 0xFFFF) + 1;
   cap_.contiguous_queues_required = ((cap >> 16) & 1) != 0;
-  cap_.ready_timeout = std::chrono::milliseconds(500 * std::max<std::uint64_t>(1, (cap >> 24) & 0xFF));
+  cap_.ready_timeout =
+      std::chrono::milliseconds(500 * std::max<std::uint64_t>(1, (cap >> 24) & 0xFF));
   cap_.doorbell_stride = static_cast<std::uint32_t>((cap >> 32) & 0xF);
   const auto css = static_cast<std::uint32_t>((cap >> 37) & 0xFF);
   const auto mpsmin = static_cast<std::uint32_t>((cap >> 48) & 0xF);
@@ -322,8 +330,8 @@ void nvme_driver::bring_up() {
   }
 
   // The helpers' largest command: MDTS, NLB (16 bits, 0-based), own cap.
-  max_transfer_ = std::min<std::uint64_t>(helper_max_transfer,
-                                          std::uint64_t{65536} * identity_.block_size);
+  max_transfer_ =
+      std::min<std::uint64_t>(helper_max_transfer, std::uint64_t{65536} * identity_.block_size);
   if (identity_.mdts_bytes != 0) max_transfer_ = std::min(max_transfer_, identity_.mdts_bytes);
   if (max_transfer_ < identity_.block_size) {
     std::string m = prefix();
@@ -349,8 +357,8 @@ void nvme_driver::bring_up() {
     const nvme::completion e = admin_locked(c, "Set Features Number of Queues");
     const std::uint32_t nsqa = (e.dw0 & 0xFFFF) + 1;
     const std::uint32_t ncqa = (e.dw0 >> 16) + 1;
-    granted_ = static_cast<std::uint16_t>(
-        std::min<std::uint32_t>({options_.io_queues, nsqa, ncqa}));
+    granted_ =
+        static_cast<std::uint16_t>(std::min<std::uint32_t>({options_.io_queues, nsqa, ncqa}));
   }
   create_io_queues();
 }
@@ -360,14 +368,14 @@ void nvme_driver::wait_ready(bool ready, const char* step) {
   for (;;) {
     const std::uint32_t s = csts();
     if (s == ~0u)
-      throw runtime_error(prefix() + "registers read all ones while " + step +
-                              ": the device is gone",
-                          info_of(error_kind::runtime, options_.name));
+      throw runtime_error(
+          prefix() + "registers read all ones while " + step + ": the device is gone",
+          info_of(error_kind::runtime, options_.name));
     // CFS while enabling: the controller refused its configuration or failed.
     if (ready && (s & nvme_reg::csts_cfs) != 0)
-      throw runtime_error(prefix() + "controller fatal status (CSTS.CFS) while " + step +
-                              "; CSTS " + hex(s),
-                          info_of(error_kind::runtime, options_.name));
+      throw runtime_error(
+          prefix() + "controller fatal status (CSTS.CFS) while " + step + "; CSTS " + hex(s),
+          info_of(error_kind::runtime, options_.name));
     if (((s & nvme_reg::csts_rdy) != 0) == ready) return;
     if (clock_type::now() >= deadline) {
       std::string m = prefix();
@@ -379,7 +387,8 @@ void nvme_driver::wait_ready(bool ready, const char* step) {
       m += step;
       m += "; CSTS ";
       m += hex(s);
-      throw runtime_error(m, info_of(error_kind::deadline, options_.name, nvme::status::deadline()));
+      throw runtime_error(m,
+                          info_of(error_kind::deadline, options_.name, nvme::status::deadline()));
     }
     std::this_thread::sleep_for(50us);
   }
@@ -480,12 +489,12 @@ void nvme_driver::create_io_queues() {
 void nvme_driver::check_fatal(const std::string& what) const {
   const std::uint32_t s = csts();
   if (s == ~0u)
-    throw runtime_error(prefix() + "registers read all ones while waiting for " + what +
-                            ": the device is gone",
-                        info_of(error_kind::runtime, options_.name));
+    throw runtime_error(
+        prefix() + "registers read all ones while waiting for " + what + ": the device is gone",
+        info_of(error_kind::runtime, options_.name));
   if ((s & nvme_reg::csts_cfs) != 0)
-    throw runtime_error(prefix() + "controller fatal status (CSTS.CFS) while waiting for " +
-                            what + "; the controller must be reset (CSTS " + hex(s) + ")",
+    throw runtime_error(prefix() + "controller fatal status (CSTS.CFS) while waiting for " + what +
+                            "; the controller must be reset (CSTS " + hex(s) + ")",
                         info_of(error_kind::runtime, options_.name));
 }
 
@@ -560,8 +569,8 @@ nvme::completion nvme_driver::execute(ring& r, nvme::command c, std::chrono::mil
           m += " stayed full for ";
           m += ms_text(timeout);
         }
-        throw runtime_error(m, info_of(error_kind::deadline, options_.name,
-                                       nvme::status::deadline(), lba_opt));
+        throw runtime_error(
+            m, info_of(error_kind::deadline, options_.name, nvme::status::deadline(), lba_opt));
       }
       std::this_thread::yield();
     }
@@ -579,8 +588,7 @@ nvme::completion nvme_driver::admin(nvme::command c, const std::string& what) {
 }
 
 nvme_driver::ring& nvme_driver::io_ring(std::uint16_t qid, const char* op) {
-  if (shut_down_)
-    throw logic_error(prefix() + op + " after shutdown", options_.name);
+  if (shut_down_) throw logic_error(prefix() + op + " after shutdown", options_.name);
   if (qid == 0 || qid > io_.size()) {
     std::string m = prefix();
     m += op;
@@ -645,9 +653,10 @@ void nvme_driver::transfer(nvme::opcode op, std::uint16_t qid, std::uint64_t lba
     nvme::command c = nvme::make_rw(op, 0, options_.nsid, lba, static_cast<std::uint32_t>(n), 0);
     c.prp1 = mem_.iova(p);
     c.prp2 = 0;
-    const std::uint64_t first = std::min(bytes, page - (reinterpret_cast<std::uintptr_t>(p) % page));
+    const std::uint64_t first =
+        std::min(bytes, page - (reinterpret_cast<std::uintptr_t>(p) % page));
     const std::uint64_t pages = (bytes - first + page - 1) / page;  // after the first
-    std::byte* next = p + first;                                     // page aligned
+    std::byte* next = p + first;                                    // page aligned
     if (pages == 1) {
       c.prp2 = mem_.iova(next);
     } else if (pages > 1) {

@@ -58,8 +58,8 @@ inline constexpr std::uint32_t doorbells = 0x1000;
 
 // CC (3.1.5).
 inline constexpr std::uint32_t cc_en = 1u << 0;
-inline constexpr std::uint32_t cc_css_shift = 4;  // 6:4, 000b: NVM command set
-inline constexpr std::uint32_t cc_mps_shift = 7;  // 10:7, page 2^(12+MPS)
+inline constexpr std::uint32_t cc_css_shift = 4;   // 6:4, 000b: NVM command set
+inline constexpr std::uint32_t cc_mps_shift = 7;   // 10:7, page 2^(12+MPS)
 inline constexpr std::uint32_t cc_shn_shift = 14;  // 15:14, 01b: normal shutdown
 inline constexpr std::uint32_t cc_shn_mask = 3u << cc_shn_shift;
 inline constexpr std::uint32_t cc_shn_normal = 1u << cc_shn_shift;
@@ -92,7 +92,9 @@ struct nvme_bar {
 // returns zeroed, `align`-aligned memory whose IOVA range is contiguous (the
 // driver asks for queues "physically contiguous", CDW11.PC = 1), keeps it
 // pinned and mapped until free(), and translates any address inside such an
-// allocation to the address the device uses.
+// allocation to the address the device uses. Mappings are whole 4 KiB pages,
+// so iova(p) keeps p's offset in its page (PRP1 carries that offset, and
+// the driver asks iova() page by page for the PRP entries after it).
 class dma_memory {
  public:
   virtual ~dma_memory() = default;
@@ -116,21 +118,21 @@ class host_dma_memory final : public dma_memory {
 struct nvme_driver_options {
   // Names the controller in every message: a PCI address, a VFIO group, "model".
   std::string name = "nvme";
-  std::uint32_t nsid = 1;                  // the namespace read_blocks etc. address
-  std::uint16_t io_queues = 1;             // I/O queue pairs asked for (Set Features)
-  std::uint32_t io_queue_entries = 1024;   // per SQ and CQ, clamped to CAP.MQES + 1
-  std::uint32_t admin_queue_entries = 32;  // clamped to CAP.MQES + 1 and 4096 (AQA)
+  std::uint32_t nsid = 1;                         // the namespace read_blocks etc. address
+  std::uint16_t io_queues = 1;                    // I/O queue pairs asked for (Set Features)
+  std::uint32_t io_queue_entries = 1024;          // per SQ and CQ, clamped to CAP.MQES + 1
+  std::uint32_t admin_queue_entries = 32;         // clamped to CAP.MQES + 1 and 4096 (AQA)
   std::chrono::milliseconds admin_timeout{5000};  // per admin command
   std::chrono::milliseconds io_timeout{5000};     // per command of the I/O helpers
 };
 
 // What Identify Controller and Identify Namespace said.
 struct nvme_identity {
-  std::uint16_t vendor_id = 0;  // PCI vendor id (VID)
-  std::string serial;           // SN, trailing spaces removed
-  std::string model;            // MN
-  std::string firmware;         // FR
-  std::uint32_t version = 0;    // VS register: major 31:16, minor 15:8
+  std::uint16_t vendor_id = 0;   // PCI vendor id (VID)
+  std::string serial;            // SN, trailing spaces removed
+  std::string model;             // MN
+  std::string firmware;          // FR
+  std::uint32_t version = 0;     // VS register: major 31:16, minor 15:8
   std::uint64_t mdts_bytes = 0;  // largest transfer the controller takes; 0: no limit
   std::uint32_t namespaces = 0;  // NN
   std::uint32_t block_size = 0;  // of the LBA format in use, bytes
@@ -139,8 +141,8 @@ struct nvme_identity {
 
 // What CAP said (3.1.1).
 struct nvme_capabilities {
-  std::uint32_t max_queue_entries = 0;  // MQES + 1
-  std::uint32_t doorbell_stride = 0;    // DSTRD: doorbells 4 << dstrd bytes apart
+  std::uint32_t max_queue_entries = 0;         // MQES + 1
+  std::uint32_t doorbell_stride = 0;           // DSTRD: doorbells 4 << dstrd bytes apart
   std::chrono::milliseconds ready_timeout{0};  // TO * 500 ms
   bool contiguous_queues_required = false;     // CQR
 };
@@ -151,9 +153,9 @@ struct nvme_capabilities {
 // cudaHostRegisterIoMemory and write these doorbells from GPU threads.
 struct nvme_queue_pair {
   std::uint16_t qid = 0;
-  std::uint32_t entries = 0;        // both rings
-  nvme::command* sq = nullptr;      // entries SQEs
-  nvme::completion* cq = nullptr;   // entries CQEs
+  std::uint32_t entries = 0;       // both rings
+  nvme::command* sq = nullptr;     // entries SQEs
+  nvme::completion* cq = nullptr;  // entries CQEs
   std::uint64_t sq_iova = 0;
   std::uint64_t cq_iova = 0;
   std::uint32_t* sq_tail_doorbell = nullptr;
@@ -162,10 +164,10 @@ struct nvme_queue_pair {
 
 // What shutdown() did; clean when every step succeeded.
 struct nvme_shutdown_report {
-  bool queues_deleted = false;  // every I/O SQ then CQ deleted
+  bool queues_deleted = false;     // every I/O SQ then CQ deleted
   bool shutdown_complete = false;  // CSTS.SHST reached "complete" within CAP.TO
-  bool disabled = false;  // CC.EN = 0 was needed (shutdown incomplete) and RDY went 0
-  std::string problems;   // what failed, one clause each
+  bool disabled = false;           // CC.EN = 0 was needed (shutdown incomplete) and RDY went 0
+  std::string problems;            // what failed, one clause each
   bool clean() const { return queues_deleted && shutdown_complete; }
 };
 
@@ -212,8 +214,7 @@ class nvme_driver {
   // Completions of abandoned (timed out) commands that arrive later are
   // retired and ignored; their buffers are the caller's to keep alive.
   void read_blocks(std::uint16_t qid, std::uint64_t lba, std::uint64_t count, void* buffer);
-  void write_blocks(std::uint16_t qid, std::uint64_t lba, std::uint64_t count,
-                    const void* buffer);
+  void write_blocks(std::uint16_t qid, std::uint64_t lba, std::uint64_t count, const void* buffer);
   void flush(std::uint16_t qid = 1);
 
   // Deletes the I/O queues (SQs, then CQs), notifies shutdown (CC.SHN = 01b)
@@ -284,7 +285,7 @@ class nvme_driver {
   std::vector<nvme_queue_pair> pairs_;
   dma_block prp_list_;  // PRP list pages of the helpers' one command in flight
   std::size_t prp_list_pages_ = 0;
-  dma_block scratch_;   // one page: Identify data
+  dma_block scratch_;  // one page: Identify data
   std::mutex mutex_;
   std::uint64_t stale_ = 0;
   bool shut_down_ = false;

@@ -16,8 +16,8 @@
 #include <cstring>
 #include <memory>
 #include <random>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "controller/nvme_model.h"
@@ -255,7 +255,7 @@ TEST_F(NvmeDriver, ReadWriteFlushRoundTrip) {
   buffer b(1024);
   EXPECT_THROW(d->read_blocks(1, 2047, 2, b.at), invalid_argument);
   EXPECT_THROW(d->read_blocks(1, 1, 1, b.at + 2), invalid_argument);  // PRP1 not dword aligned
-  d->read_blocks(1, 1, 0, b.at);  // nothing to do
+  d->read_blocks(1, 1, 0, b.at);                                      // nothing to do
   EXPECT_EQ(d->stale_completions(), 0u);
   EXPECT_TRUE(d->shutdown().clean());
 }
@@ -315,6 +315,7 @@ TEST_F(NvmeDriver, WraparoundFlipsThePhase) {
     ASSERT_EQ(std::memcmp(b.at, r.at, 512), 0) << "command " << i;
   }
   EXPECT_EQ(dev_->counters().completions, 5u + 2u * rounds);
+  EXPECT_EQ(dev_->counters().invalid_doorbells, 0u);
   EXPECT_EQ(d->stale_completions(), 0u);
   EXPECT_TRUE(d->shutdown().clean());
 }
@@ -432,6 +433,27 @@ TEST_F(NvmeDriver, ControllerFatalStatus) {
   EXPECT_TRUE(r.disabled);
   EXPECT_NE(r.problems.find("controller fatal status"), std::string::npos) << r.problems;
   EXPECT_EQ(csts(), 0u);
+}
+
+// A bring-up step the controller refuses (a namespace it lacks): the error
+// names the step and the status, and the controller is left disabled.
+TEST_F(NvmeDriver, RefusedBringUpStepIsNamedAndDisables) {
+  start(model_config());
+  nvme_driver_options o = driver_options();
+  o.nsid = 2;
+  try {
+    open(o);
+    FAIL() << "no error";
+  } catch (const runtime_error& e) {
+    EXPECT_EQ(e.kind(), error_kind::io);
+    EXPECT_EQ(std::string(e.what()),
+              "nvme model: Identify Namespace 2: invalid namespace (sct 0x0, sc 0x0b)");
+  }
+  EXPECT_EQ(nm::read32(dev_->bar(), nm::reg::cc) & nm::cc::en, 0u);
+  EXPECT_EQ(csts() & nm::csts::rdy, 0u);
+  // A new driver brings it up again.
+  auto d = open();
+  round_trip(*d, 1, 6, 1, 0, 11);
 }
 
 // A controller that does not become ready within CAP.TO: a deadline error
