@@ -100,12 +100,7 @@ class NvmeDriver : public ::testing::Test {
 
   // Bytes of the backing file now.
   std::vector<std::byte> file_bytes_at(std::uint64_t offset, std::size_t n) const {
-    std::vector<std::byte> out(n);
-    const int fd = ::open(file_->path().c_str(), O_RDONLY);
-    EXPECT_GE(fd, 0);
-    EXPECT_EQ(::pread(fd, out.data(), n, static_cast<off_t>(offset)), static_cast<ssize_t>(n));
-    ::close(fd);
-    return out;
+    return warpstore::test::file_bytes_at(file_->path(), offset, n);
   }
 
   // Writes `blocks` random blocks at `lba` from a buffer `offset` bytes into

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -45,6 +46,19 @@ class pattern_file {
 };
 
 // A fresh, empty file under $TMPDIR (default /tmp) named warpstore-<stem>-XXXXXX.
+// `n` bytes of the file at `path` from `offset`, read now (what the device or
+// the library wrote there); throws if they cannot all be read.
+inline std::vector<std::byte> file_bytes_at(const std::string& path, std::uint64_t offset,
+                                            std::size_t n) {
+  std::vector<std::byte> out(n);
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("cannot open " + path);
+  const ssize_t got = ::pread(fd, out.data(), n, static_cast<off_t>(offset));
+  ::close(fd);
+  if (got != static_cast<ssize_t>(n)) throw std::runtime_error("short read of " + path);
+  return out;
+}
+
 inline std::string temp_path(const std::string& stem) {
   const char* dir = std::getenv("TMPDIR");
   std::string p = std::string(dir ? dir : "/tmp") + "/warpstore-" + stem + "-XXXXXX";
