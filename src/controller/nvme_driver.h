@@ -1,5 +1,5 @@
-// The user-space NVMe driver core: what the future `nvme` controller (issue
-// 19) does on the host, independent of VFIO and of the GPU data path.
+// The user-space NVMe driver core: what the coming `nvme` controller does on
+// the host, independent of VFIO and of the GPU data path.
 //
 // It brings a controller up exactly as NVMe 1.4 says (section 7.6.1:
 // disable, admin queues, CC, enable; Identify; Set Features Number of
