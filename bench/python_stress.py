@@ -145,6 +145,11 @@ idx = np.random.default_rng(0).integers(0, n, 8_000_000)
 if a.device != "cpu":
     import torch
     idx = torch.from_numpy(idx).cuda()
+import faulthandler
+# A child that ignores the interrupt must say where it is: every thread's
+# Python stack on stderr, then exit (the parent reports it), well before the
+# parent's own 60 s limit.
+faulthandler.dump_traceback_later(30, exit=True)
 print("ready", flush=True)
 try:
     while True:
@@ -154,6 +159,7 @@ except KeyboardInterrupt:
 ref = np.fromfile(path, dtype=np.float32)
 got = a[np.array([1, n - 1, 7])]
 assert np.array_equal(np.asarray(got), ref[[1, n - 1, 7]]), "wrong rows after the interrupt"
+faulthandler.cancel_dump_traceback_later()
 print(f"caught {caught:.6f} device {a.device}", flush=True)
 """
 
