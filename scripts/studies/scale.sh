@@ -17,7 +17,8 @@
 #   sim        records the row ids of a one-GPU GraphSAGE epoch (train.py
 #              --trace) and replays them through bench/scale_sim.py: N nodes of
 #              8 GPUs, cache 1/8 of the features a GPU, against a shared
-#              storage service (scale.sim.* rows)
+#              storage service (its rows, simulated, stay in $OUT/sim.json,
+#              out of scale.json)
 # SCALE_GPUS: the GPU counts (default: 2, and 4 and 8 where present).
 study_summary="several GPUs: reads, shared cache ownership, DDP GraphSAGE (scale.json)"
 study_steps="pytest ceilings reads peer graphsage sim"
@@ -78,6 +79,6 @@ study_scale() {
   fi
   rm -f /tmp/graphsage-2000000x128.f32
   "$py" "$root/bench/python_scale.py" collect "$out/reads.json" "$out/ceilings.json" "$out/peer.json" \
-    "$out/graphsage.json" "$out/sim.json" --out "$out/scale.json" \
+    "$out/graphsage.json" --out "$out/scale.json" \
     --command "source .deps/unpack-deps.sh; scripts/gpu.sh scale $(echo $steps)" || status=1
 }
