@@ -90,7 +90,9 @@ def gpu_op_beside_gather(path, data, rng, device, nrows):
 
     op_ms()
     alone = statistics.median(op_ms() for _ in range(5))
-    side = torch.cuda.Stream(device)
+    # As the feature store's fetch-ahead stream (its fetch_priority setting).
+    prio = -8 if warpstore.backend().environment_settings()["fetch_priority"] else 0
+    side = torch.cuda.Stream(device, priority=prio)
     beside, overlapped, gather_ms = [], 0, []
     with warpstore.open(path, "float32", (-1, DIM), cache="16MiB") as a:
         for _ in range(7):

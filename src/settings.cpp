@@ -205,6 +205,11 @@ const setting table[] = {
      .doc = "Python gathers on the GPU: 0 on every multiprocessor; N (1 to 64) on 1/N of them, "
             "leaving the rest whole to kernels beside an asynchronous gather",
      WARPSTORE_NUMERIC(gather_sm_share)},
+    {.name = "fetch_priority", .variable = "WARPSTORE_FETCH_PRIORITY", .flag = "fetch-priority",
+     .type = type::flag, .group = group::tuning, .max = 1,
+     .doc = "1: the PyG feature store's fetch-ahead gathers run on a highest-priority CUDA stream; "
+            "0: on a stream of default priority",
+     WARPSTORE_NUMERIC(fetch_priority)},
     {.name = "write_behind_bytes", .variable = "WARPSTORE_WRITE_BEHIND_BYTES",
      .flag = "write-behind-bytes", .type = type::size, .group = group::tuning,
      .doc = "every time this many bytes were written, the kernel is asked to start writing them to "

@@ -63,6 +63,12 @@ struct options {
   // a training step's large kernels find whole multiprocessors free beside
   // an asynchronous gather (best with queue_spread). Default 0 until measured.
   std::uint32_t gather_sm_share = 0;
+  // Fetch priority (WARPSTORE_FETCH_PRIORITY = 0 | 1): the PyG feature
+  // store's fetch-ahead gathers run on a stream of the highest priority, so
+  // the block scheduler hands their blocks the next free multiprocessors
+  // before queued training blocks (with gather_sm_share, the gather then
+  // keeps up on its share of them). Off until measured.
+  bool fetch_priority = false;
   // Write-behind: each time the host controller's write thread (or the
   // memory controller's write-out at a flush) has written this many bytes,
   // the kernel is asked to start writing the file's dirty pages to storage

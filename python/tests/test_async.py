@@ -32,6 +32,17 @@ def test_cpu_indices_give_a_finished_handle(rows):
         assert a.stats()["misses"] > 0
 
 
+def test_fetch_priority_comes_from_the_setting_unless_given(monkeypatch):
+    pytest.importorskip("torch_geometric")
+    from warpstore.feature_store import WarpstoreFeatureStore
+
+    monkeypatch.setenv("WARPSTORE_FETCH_PRIORITY", "1")
+    assert WarpstoreFeatureStore().fetch_priority
+    assert not WarpstoreFeatureStore(fetch_priority=False).fetch_priority
+    monkeypatch.setenv("WARPSTORE_FETCH_PRIORITY", "0")
+    assert not WarpstoreFeatureStore().fetch_priority
+
+
 def test_fetch_ahead_on_the_cpu_yields_every_batch(rows):
     """Without a GPU fetch_ahead samples one batch ahead and fetches as
     the batch is made: the same batches, the file's rows."""
@@ -125,7 +136,8 @@ def test_close_and_clear_cache_finish_unwaited_gathers(rows):
 
 
 @cuda
-def test_fetch_ahead_with_the_gpu_sampler(rows):
+@pytest.mark.parametrize("priority", [False, True], ids=["default_priority", "high_priority"])
+def test_fetch_ahead_with_the_gpu_sampler(rows, priority):
     pytest.importorskip("torch_geometric")
     from torch_geometric.loader import NeighborLoader
     from warpstore.feature_store import InMemoryGraphStore, WarpstoreFeatureStore, neighbor_sampler
@@ -134,7 +146,7 @@ def test_fetch_ahead_with_the_gpu_sampler(rows):
     n = len(data)
     g = torch.Generator().manual_seed(1)
     src, dst = torch.randint(0, n, (2, 90000), generator=g)
-    fs, gs = WarpstoreFeatureStore(device="cuda"), InMemoryGraphStore()
+    fs, gs = WarpstoreFeatureStore(device="cuda", fetch_priority=priority), InMemoryGraphStore()
     fs.put_tensor(warpstore.open(path, "float32", (-1, 64), **SMALL), group_name=None,
                   attr_name="x", index=None)
     fs.put_tensor(torch.arange(n) % 5, group_name=None, attr_name="y", index=None)
@@ -156,4 +168,6 @@ def test_fetch_ahead_with_the_gpu_sampler(rows):
         seeds.append(ids[:batch.batch_size].cpu())
     assert torch.equal(torch.cat(seeds), torch.arange(3000))
     assert sampler.sample_seconds > 0
+    # The gathers ran on the store's stream, of the priority asked for.
+    assert (fs._stream.priority < 0) == priority
     fs.close()

@@ -18,6 +18,7 @@ from torch_geometric.data import EdgeAttr, FeatureStore, GraphStore, TensorAttr
 from torch_geometric.sampler import NeighborSampler, SamplerOutput
 
 from ._array import Array
+from ._backend import backend
 
 
 def _whole(index):
@@ -39,10 +40,18 @@ class WarpstoreFeatureStore(FeatureStore):
     fetch_seconds adds up the time spent fetching on the caller's thread;
     exposed_fetch_seconds the time fetch_ahead waited for rows that were
     not in yet: the fetch time a training step sees.
+
+    fetch_priority: whether fetch_ahead's gathers run on a CUDA stream of the
+    highest priority, so that their blocks get the next free
+    multiprocessors before queued training blocks do. None takes the
+    fetch_priority setting (WARPSTORE_FETCH_PRIORITY, off by default).
     """
 
-    def __init__(self, device=None):
+    def __init__(self, device=None, fetch_priority=None):
         super().__init__()
+        if fetch_priority is None:
+            fetch_priority = bool(backend().environment_settings()["fetch_priority"])
+        self.fetch_priority = bool(fetch_priority)
         self._store = {}
         self.device = torch.device(device) if device is not None else None
         self.fetch_seconds = 0.0
@@ -102,7 +111,8 @@ class WarpstoreFeatureStore(FeatureStore):
         dev = self.device
         idx = torch.arange(len(t), device=dev) if _whole(index) else index.to(dev)
         if self._stream is None:
-            self._stream = torch.cuda.Stream(dev)
+            # The highest priority is the most negative (torch clamps it).
+            self._stream = torch.cuda.Stream(dev, priority=-8 if self.fetch_priority else 0)
         self._stream.wait_stream(torch.cuda.current_stream(dev))  # the ids come from there
         t1 = time.perf_counter()
         with torch.cuda.stream(self._stream):
