@@ -54,6 +54,11 @@ for s in $steps; do
   fi
 done
 source "$root/scripts/lib/steps.sh"
+# Competitors' wheels carried in .whl (scripts/fetch-wheels.sh): KvikIO.
+if compgen -G "$root/.whl/*.whl" >/dev/null; then
+  ${PYTHON:-python3} -m pip install -q --no-deps --no-index --target /tmp/warpstore-wheels \
+    "$root"/.whl/*.whl >&2 && export PYTHONPATH=/tmp/warpstore-wheels${PYTHONPATH:+:$PYTHONPATH}
+fi
 steps_init "$study"
 cd "$root" || exit 1
 "study_${study//-/_}"
