@@ -88,7 +88,9 @@ std::size_t parse_size(const std::string& text) {
   }
 }
 
-const char* to_string(controller_kind k) { return k == controller_kind::host ? "host" : "memory"; }
+const char* to_string(controller_kind k) {
+  return k == controller_kind::host ? "host" : (k == controller_kind::memory ? "memory" : "auto");
+}
 const char* to_string(direct_io d) {
   return d == direct_io::off ? "off" : (d == direct_io::on ? "on" : "auto");
 }
@@ -98,7 +100,8 @@ controller_kind parse_controller(const std::string& s) {
   const std::string v = lower(s);
   if (v == "host") return controller_kind::host;
   if (v == "memory") return controller_kind::memory;
-  throw invalid_argument("controller: expected host or memory, got '" + s + "'");
+  if (v == "auto") return controller_kind::automatic;
+  throw invalid_argument("controller: expected auto, host or memory, got '" + s + "'");
 }
 direct_io parse_direct(const std::string& s) {
   const std::string v = lower(s);
@@ -143,9 +146,18 @@ const setting table[] = {
     {.name = "ways", .variable = "WARPSTORE_CACHE_WAYS", .flag = "ways", .min = 1, .max = 64,
      .doc = "lines per set, 1 to 64", WARPSTORE_NUMERIC(ways)},
     {.name = "controller", .variable = "WARPSTORE_CONTROLLER", .python = "controller",
-     .flag = "controller", .type = type::choice, .choices = "host|memory",
-     .doc = "`host` (io_uring service threads) or `memory` (the file in pinned host memory)",
+     .flag = "controller", .type = type::choice, .choices = "auto|host|memory",
+     .doc = "`host` (io_uring service threads); `memory` (the file in pinned host memory: a "
+            "read-only file's page cache mapped and pinned, else a copy); `auto`: `memory` for a "
+            "read-only file at most `WARPSTORE_MAPPED_MAX_BYTES` with at least 90 % of its pages "
+            "in the page cache at open, `host` otherwise",
      WARPSTORE_WORD(controller, parse_controller)},
+    {.name = "mapped_max_bytes", .variable = "WARPSTORE_MAPPED_MAX_BYTES", .flag = "mapped-max-bytes",
+     .type = type::size,
+     .default_note = "an eighth of the machine's memory",
+     .doc = "the largest file `controller=auto` maps and pins (its pages stay in memory while it is "
+            "open); 0: an eighth of the machine's memory",
+     WARPSTORE_NUMERIC(mapped_max_bytes)},
     {.name = "service_threads", .variable = "WARPSTORE_THREADS", .python = "threads",
      .flag = "service-threads", .min = 1, .max = 256,
      .default_note = "a quarter of the cores it may run on, shared by LOCAL_WORLD_SIZE processes, 1 to 4",

@@ -163,6 +163,9 @@ class controller {
   // The view kernels use to reach this controller.
   virtual io_ref device_ref() const = 0;
   virtual controller_stats stats() const = 0;
+  // Whether kernels read the file's own page-cache pages, mapped and pinned
+  // (the memory controller over a read-only file), not a copy.
+  virtual bool maps_file() const { return false; }
   // Raises if the controller failed outside any one command (a service
   // thread died, io_uring could not be set up).
   virtual void check() const {}

@@ -36,6 +36,13 @@ void free_device(void* p) noexcept;
 // contents are undefined (make_host_mapped zeroes it unless told not to).
 void* alloc_host_mapped(std::size_t bytes);
 void free_host_mapped(void* p) noexcept;
+// Pins [p, p + bytes) of this process's memory (page-aligned; a file's
+// read-only mapping too) so kernels can address it at the same pointer;
+// false, leaving nothing pinned and no error pending, where the driver
+// refuses (no UVA, a mapping it cannot pin). The CPU target pins nothing:
+// false.
+bool register_host(void* p, std::size_t bytes, bool read_only);
+void unregister_host(void* p) noexcept;
 
 void memset_device(void* dst, int value, std::size_t bytes);
 void copy_to_device(void* dst, const void* src, std::size_t bytes);

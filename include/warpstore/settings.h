@@ -9,7 +9,7 @@
 
 namespace warpstore {
 
-enum class controller_kind { host, memory };
+enum class controller_kind { host, memory, automatic };
 enum class direct_io { off, automatic, on };
 // How the host controller delivers bytes into GPU memory.
 enum class delivery {
@@ -32,8 +32,14 @@ struct options {
   std::size_t cache_bytes = std::size_t{1} << 30;
   std::uint32_t line_size = 4096;  // power of two, 512 B to 64 KiB
   std::uint32_t ways = 16;         // lines per set
-  // Controller (WARPSTORE_CONTROLLER = host | memory).
-  controller_kind controller = controller_kind::host;
+  // Controller (WARPSTORE_CONTROLLER = auto | host | memory). auto: a
+  // read-only file that is in the page cache and at most mapped_max_bytes
+  // gets the memory controller over the page cache itself (mapped and
+  // pinned, no copy); any other file the host controller.
+  controller_kind controller = controller_kind::automatic;
+  // The largest file controller=auto maps (WARPSTORE_MAPPED_MAX_BYTES; 0:
+  // an eighth of the machine's memory).
+  std::uint64_t mapped_max_bytes = 0;
   // Host controller (WARPSTORE_THREADS, WARPSTORE_QUEUES, WARPSTORE_QUEUE_DEPTH,
   // WARPSTORE_DIRECT = off | auto | on, WARPSTORE_DELIVERY = pull | copy,
   // WARPSTORE_URING_DEPTH).

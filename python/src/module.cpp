@@ -430,6 +430,7 @@ class py_array {
     cache_stats s{};
     controller_stats c{};
     std::string controller;
+    bool mapped = false;
     bool direct = false;
     double resident = -1;
     std::uint64_t cache_bytes = 0;
@@ -442,6 +443,7 @@ class py_array {
       s = a.base().stats();
       c = a.base().shared_controller()->stats();
       controller = a.base().shared_controller()->name();
+      mapped = a.base().shared_controller()->maps_file();
       direct = a.base().shared_controller()->file().direct();
       resident = a.base().shared_controller()->file().resident_share();
       cache_bytes = a.base().cache().bytes();
@@ -450,6 +452,8 @@ class py_array {
     nb::dict d = cache_counters_dict(s);
     d["commands"] = c.commands;
     d["controller"] = controller;
+    // The memory controller reads the file's own page-cache pages, pinned.
+    d["mapped"] = mapped;
     // Whether the host controller reads with O_DIRECT, and (direct="auto")
     // the share of sampled pages that were in the page cache at open.
     d["direct"] = direct;

@@ -102,3 +102,19 @@ def test_torch_bfloat16(tmp_path):
     with warpstore.open(path, torch.bfloat16, (4000, 64), **SMALL) as a:
         idx = torch.tensor([3999, 0, 17])
         assert torch.equal(a[idx], t[idx])
+
+
+def test_the_default_controller_follows_the_file(features, monkeypatch):
+    """controller="auto": the memory controller for a small read-only file
+    in the page cache (mapped on a GPU, copied on the CPU target), the host
+    controller for one over WARPSTORE_MAPPED_MAX_BYTES; the same rows."""
+    path, data = features
+    idx = np.random.default_rng(3).integers(0, len(data), 5000)
+    with warpstore.open(path, np.float32, (-1, 100), **SMALL) as a:
+        np.testing.assert_array_equal(np.asarray(a.gather(idx)) if a.device == "cpu"
+                                      else a.gather(idx).cpu().numpy(), data[idx])
+        s = a.stats()
+        assert s["controller"] == "memory" and s["mapped"] == (a.device != "cpu")
+    monkeypatch.setenv("WARPSTORE_MAPPED_MAX_BYTES", str(data.nbytes - 1))
+    with warpstore.open(path, np.float32, (-1, 100), **SMALL) as a:
+        assert a.stats()["controller"] == "host" and not a.stats()["mapped"]

@@ -100,3 +100,20 @@ def test_gathers_confined_to_a_share_of_the_gpu(big, monkeypatch, share, spread)
     eidx = torch.randint(0, flat.size, (200000,), device="cuda")
     with warpstore.open(path, torch.float32, cache="4MiB") as a:
         assert torch.equal(a[eidx].cpu(), torch.from_numpy(flat[eidx.cpu().numpy()]))
+
+
+def test_the_default_reads_a_cached_file_through_its_pinned_pages(big):
+    """controller="auto" (the default): a read-only file in the page cache is
+    mapped and pinned, and kernels read its own pages; a writable or
+    too-large one keeps the host controller."""
+    import torch
+
+    path, data = big
+    idx = torch.randint(0, 16384, (50000,), device="cuda", generator=torch.Generator("cuda").manual_seed(2))
+    with warpstore.open(path, torch.float32, (-1, 1024), cache="4MiB") as a:
+        assert torch.equal(a[idx].cpu(), torch.from_numpy(data[idx.cpu().numpy()]))
+        s = a.stats()
+        assert (s["controller"], s["mapped"]) == ("memory", True)
+    with warpstore.open(path, torch.float32, (-1, 1024), cache="4MiB", controller="host") as a:
+        assert torch.equal(a[idx].cpu(), torch.from_numpy(data[idx.cpu().numpy()]))
+        assert (a.stats()["controller"], a.stats()["mapped"]) == ("host", False)

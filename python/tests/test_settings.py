@@ -8,7 +8,7 @@ from warpstore import settings
 
 def test_defaults_come_from_the_library():
     assert settings.line_size() == 4096
-    assert settings.controller() == "host"
+    assert settings.controller() == "auto"
     assert settings.cache_size() == 1 << 30
     assert settings.deadline() == 10.0
     assert settings.direct() == "auto"
@@ -39,7 +39,7 @@ def test_setters_override_the_environment_and_reset(monkeypatch):
     settings.reset("threads")
     assert settings.threads() == 3
     settings.reset()
-    assert settings.controller() == "host"
+    assert settings.controller() == "auto"
 
 
 @pytest.mark.parametrize("name,value", [("line_size", 1000), ("controller", "nvme"), ("threads", 0),

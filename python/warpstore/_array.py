@@ -677,9 +677,13 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
         WARPSTORE_LINE_SIZE), an [N, D, ...] array reads lines the size of
         its rows (rounded up to a power of two, 512 B to 64 KiB), so a miss
         moves one row, not 4 KiB; 1-D arrays keep 4 KiB lines. cache and
-        line_size take bytes or strings like "2GiB"; controller is "host"
-        (io_uring service threads reading the file) or "memory" (the file in
-        pinned host memory, read by the GPU); deadline is in seconds; direct
+        line_size take bytes or strings like "2GiB"; controller is "auto"
+        (the default: "memory" for a read-only file of at most an eighth of
+        host memory with 90 % of its pages in the page cache at open, those
+        pages mapped and pinned, no copy; "host" otherwise), "host" (io_uring
+        service threads reading the file) or "memory" (the file in pinned
+        host memory, read by the GPU; stats() says "controller" and
+        "mapped"); deadline is in seconds; direct
         is "auto" (through the page cache when at least half of a sample of
         the file's pages is cached there at open, else O_DIRECT where the
         file allows it; stats() says which: "direct", "resident_share"),

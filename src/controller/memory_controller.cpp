@@ -1,6 +1,7 @@
 #include "controller/memory_controller.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,16 +15,56 @@
 namespace warpstore {
 
 memory_controller::memory_controller(std::shared_ptr<backing_file> file, unsigned loader_threads,
-                                     std::uint64_t write_behind_bytes)
+                                     std::uint64_t write_behind_bytes, bool map)
     : controller(std::move(file)),
       capacity_blocks_(file_->capacity_blocks()),
       write_behind_bytes_(write_behind_bytes) {
+  if (!(map && !file_->writable() && map_page_cache())) load(loader_threads);
+  if (file_->writable()) {
+    chunks_ = ((std::max<std::uint64_t>(capacity_blocks_, 1) << nvme::block_shift) +
+               (std::uint64_t{1} << chunk_shift) - 1) >> chunk_shift;
+    dirty_ = runtime::make_host_mapped<std::uint32_t>(chunks_);
+  }
+}
+
+memory_controller::~memory_controller() {
+  if (map_ == nullptr) return;
+  runtime::unregister_host(map_);
+  ::munmap(map_, map_bytes_);
+}
+
+// The file's pages, mapped read-only (the tail of the last page reads as
+// zeros, which covers the padding of the last block) and pinned, so kernels
+// read the page cache itself.
+bool memory_controller::map_page_cache() {
+  const std::uint64_t size = file_->size_bytes();
+  const long page = ::sysconf(_SC_PAGESIZE);
+  if (size == 0 || page <= 0) return false;
+  const std::uint64_t bytes = (size + static_cast<std::uint64_t>(page) - 1) &
+                              ~(static_cast<std::uint64_t>(page) - 1);
+  if (std::max<std::uint64_t>(capacity_blocks_, 1) * nvme::block_size > bytes) return false;
+  void* m = ::mmap(nullptr, static_cast<std::size_t>(bytes), PROT_READ, MAP_SHARED | MAP_POPULATE,
+                   file_->buffered_fd(), 0);
+  if (m == MAP_FAILED) return false;
+  if (!runtime::register_host(m, static_cast<std::size_t>(bytes), true)) {
+    ::munmap(m, static_cast<std::size_t>(bytes));
+    return false;
+  }
+  map_ = m;
+  map_bytes_ = static_cast<std::size_t>(bytes);
+  bytes_ = static_cast<std::byte*>(m);
+  return true;
+}
+
+// Reads the whole file into pinned memory with `loader_threads` threads.
+void memory_controller::load(unsigned loader_threads) {
   const std::uint64_t size = file_->size_bytes();
   // Zero-padded to whole blocks: a partial last block reads as zeros past EOF.
   // The loaders fill [0, size); only the padding is zeroed here (zeroing a
   // multi-GB copy first would cost as much as a tenth of the load).
   const std::uint64_t padded = std::max<std::uint64_t>(capacity_blocks_, 1) * nvme::block_size;
   data_ = runtime::make_host_mapped<std::byte>(padded, false);
+  bytes_ = data_.get();
   std::memset(data_.get() + size, 0, padded - size);
   const unsigned n = std::max(1u, loader_threads);
   const std::uint64_t chunk = ((size / n) + (1u << 20)) & ~std::uint64_t{(1u << 20) - 1};
@@ -57,11 +98,6 @@ memory_controller::memory_controller(std::shared_ptr<backing_file> file, unsigne
   ::close(fd);
   for (unsigned t = 0; t < n; ++t)
     if (!failures[t].empty()) throw runtime_error("memory controller: " + failures[t], failed[t]);
-  if (file_->writable()) {
-    chunks_ = ((std::max<std::uint64_t>(capacity_blocks_, 1) << nvme::block_shift) +
-               (std::uint64_t{1} << chunk_shift) - 1) >> chunk_shift;
-    dirty_ = runtime::make_host_mapped<std::uint32_t>(chunks_);
-  }
 }
 
 // Writes each run of dirty chunks with as few pwrite calls as it takes, and
@@ -88,7 +124,7 @@ void memory_controller::make_durable() {
     const std::uint64_t end = std::min<std::uint64_t>(size, e << chunk_shift);
     if (unstarted == 0) unstarted_from = off;
     while (off < end) {
-      const ssize_t w = ::pwrite(fd, data_.get() + off, end - off, static_cast<off_t>(off));
+      const ssize_t w = ::pwrite(fd, bytes_ + off, end - off, static_cast<off_t>(off));
       if (w < 0 && errno == EINTR) continue;
       if (w <= 0) {
         const int err = w < 0 ? errno : 0;
@@ -121,7 +157,7 @@ void memory_controller::make_durable() {
 io_ref memory_controller::device_ref() const {
   io_ref r{};
   r.kind = io_kind::memory;
-  r.memory = memory_source_ref{data_.get(), capacity_blocks_, dirty_.get(), chunk_shift};
+  r.memory = memory_source_ref{bytes_, capacity_blocks_, dirty_.get(), chunk_shift};
   return r;
 }
 

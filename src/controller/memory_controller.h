@@ -1,5 +1,8 @@
 // The memory controller: the whole file in pinned host memory; a warp that
-// misses executes its own READ over PCIe, with no CPU on the path. A WRITE
+// misses executes its own READ over PCIe, with no CPU on the path. A
+// read-only file is mapped and its page-cache pages pinned where the driver
+// allows it (no copy, no second copy of the file in memory); otherwise, and
+// for a writable file, the file is read into pinned memory. A WRITE
 // goes into that memory and marks its 64 KiB chunk dirty. Durability: a FLUSH
 // from a kernel only makes the writes visible in host memory (a crash of the
 // process loses them); make_durable() on the host (array flush() calls it)
@@ -13,23 +16,36 @@ namespace warpstore {
 
 class memory_controller final : public controller {
  public:
-  // Reads the whole file into pinned memory with `loader_threads` threads.
+  // A read-only file with `map`: mapped and pinned in place (its pages are
+  // read in first where they are not in memory); otherwise, or where that
+  // is refused, read into pinned memory with `loader_threads` threads.
   // make_durable() starts writeback every `write_behind_bytes` it wrote (0:
   // never; options::write_behind_bytes).
   memory_controller(std::shared_ptr<backing_file> file, unsigned loader_threads,
-                    std::uint64_t write_behind_bytes = 0);
+                    std::uint64_t write_behind_bytes = 0, bool map = false);
+  ~memory_controller() override;
+  memory_controller(const memory_controller&) = delete;
+  memory_controller& operator=(const memory_controller&) = delete;
 
   const char* name() const override { return "memory"; }
   io_ref device_ref() const override;
   controller_stats stats() const override { return {}; }  // commands run on the GPU, uncounted
-  const std::byte* data() const { return data_.get(); }
+  const std::byte* data() const { return bytes_; }
+  // Whether the file's own pages are mapped and pinned (no copy).
+  bool maps_file() const override { return map_ != nullptr; }
   void make_durable() override;
   std::uint64_t write_unit() const override { return std::uint64_t{1} << chunk_shift; }
 
   static constexpr std::uint32_t chunk_shift = 16;
 
  private:
+  bool map_page_cache();  // the mapping, pinned; false (nothing held) if refused
+  void load(unsigned loader_threads);
+
+  std::byte* bytes_ = nullptr;  // data_ or map_
   runtime::host_mapped_ptr<std::byte> data_;
+  void* map_ = nullptr;
+  std::size_t map_bytes_ = 0;
   runtime::host_mapped_ptr<std::uint32_t> dirty_;  // writable files only
   std::uint64_t chunks_ = 0;
   std::uint64_t capacity_blocks_;

@@ -51,6 +51,11 @@ void* alloc_device(std::size_t bytes) { return aligned_zeroed(bytes); }
 void free_device(void* p) noexcept { std::free(p); }
 void* alloc_host_mapped(std::size_t bytes) { return aligned_zeroed(bytes); }
 void free_host_mapped(void* p) noexcept { std::free(p); }
+// The CPU target reads what it would pin with plain loads: a file truncated
+// under a mapping would kill the process (SIGBUS) where a GPU reads the
+// pinned pages it kept, so the memory controller copies here instead.
+bool register_host(void*, std::size_t, bool) { return false; }
+void unregister_host(void*) noexcept {}
 
 void memset_device(void* dst, int value, std::size_t bytes) { std::memset(dst, value, bytes); }
 void copy_to_device(void* dst, const void* src, std::size_t bytes) {

@@ -56,6 +56,23 @@ void* alloc_host_mapped(std::size_t bytes) {
 }
 void free_host_mapped(void* p) noexcept { cudaFreeHost(p); }
 
+bool register_host(void* p, std::size_t bytes, bool read_only) {
+  const unsigned flags =
+      cudaHostRegisterMapped | cudaHostRegisterPortable | (read_only ? cudaHostRegisterReadOnly : 0u);
+  if (cudaHostRegister(p, bytes, flags) != cudaSuccess) {
+    (void)cudaGetLastError();  // refused: leave no error for the next call to find
+    return false;
+  }
+  void* dev = nullptr;
+  if (cudaHostGetDevicePointer(&dev, p, 0) != cudaSuccess || dev != p) {
+    (void)cudaGetLastError();
+    cudaHostUnregister(p);
+    return false;
+  }
+  return true;
+}
+void unregister_host(void* p) noexcept { cudaHostUnregister(p); }
+
 void memset_device(void* dst, int value, std::size_t bytes) {
   WARPSTORE_CUDA_TRY(cudaMemset(dst, value, bytes));
   WARPSTORE_CUDA_TRY(cudaDeviceSynchronize());
