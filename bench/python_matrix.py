@@ -59,7 +59,11 @@ Methods (each timed with the GPU synchronised before and after):
                in-memory ceiling
   h2d_pinned   (bulk) the range copied from a pinned copy of the file
 The best of memmap, threads_pinned and kvikio is a cell's best CPU path:
-the ceiling of its warpstore rows. CPU-path rows have the GPU-memory
+the ceiling of its warpstore rows. The summaries (worst, median, cold
+median, random512) take warpstore with its defaults: in each cell the
+controller that controller="auto" picks for the file there (asked at
+setup: memory, over the pinned page cache, for the file in the page cache
+where it fits; host after a drop). CPU-path rows have the GPU-memory
 ceiling (index_select) where it was measured.
 
 Every output is checked against the file's pattern (word w of the file is
@@ -284,6 +288,14 @@ class Matrix:
         os.close(fd)
         warm_pages(self.path)
         self.check_file(self.path, self.file_bytes)
+        # What the library's default (controller="auto") picks for this file
+        # in the page cache and after a drop: the summaries read the
+        # defaults' figures from that method's cells.
+        self.default_controller = {"page": self.picked_controller()}
+        drop_pages(self.path)
+        self.default_controller["disk"] = self.picked_controller()
+        warm_pages(self.path)
+        print(f"controller=auto picks: {self.default_controller}", flush=True)
         torch = self.torch
         if self.gpu:
             # One pinned copy (uva, h2d_pinned) and one GPU copy (index_select),
@@ -425,6 +437,14 @@ class Matrix:
         disk)."""
         t = min(self.args.reps, math.ceil((1 << 19) / n0), math.ceil((256 << 20) / (n0 * row_bytes)))
         return max(1, min(t, 2, math.ceil((1 << 14) / n0)) if res == "disk" else t)
+
+    def picked_controller(self):
+        with warpstore.open(self.path, "uint8", (self.file_bytes // 512, 512),
+                            cache="1MiB") as a:
+            return a.stats()["controller"]
+
+    def default_method(self, res):
+        return "warpstore_" + self.default_controller[res]
 
     def open_array(self, g, controller, cache, reuse=False):
         """An array of the group's view with `cache`; reuse (page cache):
@@ -715,7 +735,7 @@ class Matrix:
                 fig = self.run_warpstore(arr, "sync", batches[1 + T:2 + T],
                                          batches[2 + T:2 + 2 * T], R)
         except Exception as e:  # reported loudly; the summary row says why it is empty
-            self.failed("gather.random512.defaults", ["warpstore_host"], e)
+            self.failed("gather.random512.defaults", [self.default_method("page")], e)
             self.results.append(dict(
                 name="gather.random512.defaults.vs_best_cpu", value=None, unit="rows/s",
                 ceiling=None, ceiling_name=None, ratio=None, verified=False, mismatches=0,
@@ -728,7 +748,8 @@ class Matrix:
             ceiling=best, ceiling_name=f"best CPU path: {best_name} ({DESCRIBE[best_name]})"
             if best_name else None, ratio=fig["rows_s"] / best if best else None,
             verified=fig["wrong"] == 0 and cpu_wrong == 0, mismatches=fig["wrong"] + cpu_wrong,
-            params=self.params(g, fig, method="warpstore_host", target=1.2,
+            params=self.params(g, fig, method=self.default_method("page") + " (controller=auto)",
+                               target=1.2,
                                hit_rate=fig["hit_rate"], cache_bytes=fig["cache_bytes"],
                                line_size=fig["line_size"], direct=fig["direct"],
                                defaults="every setting at its default" if not kw else
@@ -739,13 +760,19 @@ class Matrix:
                 self.leave("gather.random512.defaults", [m], f["skip"])
 
     def summaries(self):
-        page = [c for c in self.cells if c["g"]["res"] == "page" and "warpstore_host" in c["wsfig"]
+        # The library's defaults: in each cell the method controller="auto"
+        # picks for the file there (setup asked it).
+        mp, md = self.default_method("page"), self.default_method("disk")
+        page = [c for c in self.cells if c["g"]["res"] == "page" and mp in c["wsfig"]
                 and c["best"]]
-        disk = [c for c in self.cells if c["g"]["res"] == "disk" and "warpstore_host" in c["wsfig"]
+        disk = [c for c in self.cells if c["g"]["res"] == "disk" and md in c["wsfig"]
                 and "rows_s" in c["figures"].get("memmap", {})]
 
+        def method(c):
+            return mp if c["g"]["res"] == "page" else md
+
         def ratio(c, base):
-            return c["wsfig"]["warpstore_host"]["rows_s"] / base
+            return c["wsfig"][method(c)]["rows_s"] / base
 
         def row(name, c, base, base_name, target, why_none, pick, count):
             if c is None:
@@ -753,19 +780,21 @@ class Matrix:
                                          ceiling_name=None, ratio=None, verified=False,
                                          mismatches=0, params=dict(target=target, reason=why_none)))
                 return
-            f = c["wsfig"]["warpstore_host"]
+            f = c["wsfig"][method(c)]
             wrong = f["wrong"] + c["figures"][base_name]["wrong"]
             self.results.append(dict(
                 name=name, value=f["rows_s"], unit="rows/s", ceiling=base,
                 ceiling_name=f"{base_name} ({DESCRIBE[base_name]}) in the same cell",
                 ratio=f["rows_s"] / base, verified=wrong == 0, mismatches=wrong,
-                params=dict(cell=f"{c['cell']}.warpstore_host", pick=pick, cells=count,
+                params=dict(cell=f"{c['cell']}.{method(c)}", pick=pick, cells=count,
+                            defaults=f"controller=auto picks {method(c)[len('warpstore_'):]} "
+                                     f"for the file here",
                             target=target, hit_rate=f["hit_rate"], direct=f["direct"])))
 
         srt = sorted(page, key=lambda c: ratio(c, c["best"]))
         worst = srt[0] if srt else None
         med = srt[(len(srt) - 1) // 2] if srt else None
-        none = "no page-cache cell with warpstore_host and a CPU path was measured"
+        none = f"no page-cache cell with {mp} and a CPU path was measured"
         row("gather.matrix.worst.vs_best_cpu", worst, worst and worst["best"],
             worst and worst["best_name"], 0.8, none, "the lowest ratio", len(srt))
         row("gather.matrix.median.vs_best_cpu", med, med and med["best"], med and med["best_name"],
@@ -774,7 +803,7 @@ class Matrix:
         med = srt[(len(srt) - 1) // 2] if srt else None
         row("gather.matrix.cold.median.vs_memmap", med,
             med and med["figures"]["memmap"]["rows_s"], "memmap", 10.0,
-            "no on-disk cell with warpstore_host and memmap was measured",
+            f"no on-disk cell with {md} and memmap was measured",
             "the median ratio over the on-disk cells (the lower one of an even count)", len(srt))
         if not any(r["name"] == "bulk.host.vs_kvikio" for r in self.results):
             self.results.append(dict(

@@ -301,7 +301,8 @@ def write_json(args, report, cache, ranks):
     params = {"nodes": args.nodes, "dim": args.dim, "batches": args.batches,
               "batch_size": args.batch_size, "fanout": args.fanout, "cache_bytes": cache,
               "threads": args.threads or warpstore.settings.threads(), "direct": args.direct,
-              "controller": args.controller, "sampler": args.sampler,
+              "controller": args.controller,
+              "controller_picked": getattr(args, "controller_picked", None), "sampler": args.sampler,
               "fetch_ahead": args.fetch_ahead,
               "warpstore_fetch_share": round(epochs[-1][1], 4), "warpstore_accuracy": round(acc, 4),
               "cold": args.cold, "rows_fetched": epochs[-1][2],
@@ -341,7 +342,8 @@ def main(argv=None):
     p.add_argument("--homophily", type=float, default=0.7)
     p.add_argument("--signal", type=float, default=0.35, help="centroid scale against unit noise")
     p.add_argument("--cache-fraction", type=int, default=8, help="cache = features / N (N >= 4)")
-    p.add_argument("--controller", default="host", choices=["host", "memory"])
+    p.add_argument("--controller", default="auto", choices=["auto", "host", "memory"],
+                   help="warpstore controller (default: the library's, auto)")
     p.add_argument("--threads", type=int, default=None,
                    help="host controller service threads (default: the library's)")
     p.add_argument("--direct", default="off", choices=["auto", "on", "off"],
@@ -413,6 +415,7 @@ def main(argv=None):
         if source == "warpstore":
             feats = warpstore.open(path, "float32", shape, cache=cache, controller=args.controller,
                                    threads=args.threads, direct=args.direct)
+            args.controller_picked = feats.stats()["controller"]  # what auto chose
             if args.peer:
                 from warpstore.distributed import PeerArray
 
