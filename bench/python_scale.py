@@ -96,11 +96,20 @@ def torchrun(nproc, argv, env=None, timeout=None):
     return out
 
 
+def on_gpus():
+    """Whether the ranks run on GPUs: a GPU is here and warpstore's backend
+    is not forced to the CPU target (WARPSTORE_BACKEND=cpu: the harness's
+    smoke test, CPU processes over gloo, on any machine)."""
+    import torch
+
+    return torch.cuda.is_available() and os.environ.get("WARPSTORE_BACKEND", "") != "cpu"
+
+
 def gpu_counts(spec):
     import torch
 
     # Without a GPU: CPU processes over gloo, a smoke test of the harness.
-    have = torch.cuda.device_count() or 2
+    have = (torch.cuda.device_count() if on_gpus() else 0) or 2
     counts = sorted({int(x) for x in spec.split(",")})
     if 1 not in counts:
         counts = [1] + counts  # the baseline of the same run
@@ -115,7 +124,7 @@ def init_worker():
     import torch.distributed as dist
 
     local = int(os.environ["LOCAL_RANK"])
-    if not torch.cuda.is_available():  # the harness's smoke test: CPU processes, gloo
+    if not on_gpus():  # the harness's smoke test: CPU processes, gloo
         dist.init_process_group("gloo")
         return dist.get_rank(), dist.get_world_size(), torch.device("cpu")
     torch.cuda.set_device(local)
@@ -205,7 +214,7 @@ def host_copy_ceiling(counts, seconds=3.0, chunk=256 << 20):
     import torch
 
     out = {}
-    if not torch.cuda.is_available():
+    if not on_gpus():
         return {n: float("nan") for n in counts}
     for n in counts:
         bufs = [torch.empty(chunk, dtype=torch.uint8).pin_memory() for _ in range(n)]
