@@ -321,8 +321,10 @@ def worker_peer(args):
             for mode in ("private", "shared"):
                 # The same stream in both modes: the generator restarts.
                 gen = torch.Generator(device=dev).manual_seed(7 + rank)
+                # The host controller: storage bytes are reads of the file
+                # (auto would map this cached file and read no storage).
                 arr = warpstore.open(args.file, "float32", (rows, dim),
-                                     cache=rows * dim * 4 // frac, direct="off")
+                                     cache=rows * dim * 4 // frac, direct="off", controller="host")
                 src = PeerArray(arr) if mode == "shared" else arr
                 bad, times, half = 0, [], None
                 for b in range(args.batches):
@@ -566,7 +568,7 @@ def main(argv=None):
     g.add_argument("--peer", action=argparse.BooleanOptionalAction, default=True,
                    help="also train with the ranks sharing cache lines (PeerArray)")
     g.add_argument("--train-args", default="--nodes 2000000 --dim 128 --epochs 3 --batches 0 "
-                   "--test-nodes 20000")
+                   "--test-nodes 20000 --controller host")
     c = sub.add_parser("collect")
     c.add_argument("files", nargs="+")
     c.add_argument("--out", required=True)
