@@ -1,0 +1,105 @@
+"""Latency of one small gather: where the time of a 1 K-row gather goes.
+
+The regime map's worst cells are batches of 1,024 rows, where one gather is
+one launch and one synchronisation. This times, per call and per row size:
+
+  defaults      Array.gather with every default (controller="auto")
+  host          Array.gather with controller="host"
+  extension     the extension's own call (no Python wrapper), defaults
+  index_select  torch.index_select on a GPU copy (the in-memory floor)
+  threads_pinned  torch.index_select from the mapped file into pinned
+                memory, then a non-blocking copy (the best CPU path)
+
+every call synchronised, each result checked against the file.
+
+    python bench/python_latency.py [--rows 1024] [--calls 300] [--json F]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import numpy as np
+import torch
+
+import warpstore
+
+
+def timed(fn, calls):
+    fn()
+    torch.cuda.synchronize()
+    t = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        torch.cuda.synchronize()
+        t.append(time.perf_counter() - t0)
+    return statistics.median(t) * 1e6
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", type=int, default=1024)
+    p.add_argument("--calls", type=int, default=300)
+    p.add_argument("--file-bytes", type=int, default=256 << 20)
+    p.add_argument("--json")
+    args = p.parse_args()
+    dev = torch.device("cuda")
+    out_rows = []
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        path = os.path.join(d, "latency.u8")
+        data = np.random.default_rng(1).integers(0, 255, args.file_bytes, dtype=np.uint8)
+        data.tofile(path)
+        for row in (128, 512, 4096):
+            n = args.file_bytes // row
+            ref = data.reshape(n, row)
+            idx = torch.from_numpy(np.random.default_rng(row).integers(0, n, args.rows)).to(dev)
+            want = torch.from_numpy(ref[idx.cpu().numpy()]).to(dev)
+            res = {}
+            for name, ctl in (("defaults", None), ("host", "host")):
+                kw = {} if ctl is None else {"controller": ctl}
+                with warpstore.open(path, "uint8", (n, row), cache="64MiB", **kw) as a:
+                    got = a.gather(idx)
+                    assert torch.equal(got, want), name
+                    res[name] = timed(lambda: a.gather(idx), args.calls)
+                    if name == "defaults":
+                        picked = a.stats()["controller"]
+                        out = torch.empty((args.rows, row), dtype=torch.uint8, device=dev)
+                        s = torch.cuda.current_stream().cuda_stream
+                        a._impl.gather(idx, out.view(-1), s)
+                        assert torch.equal(out, want)
+                        res["extension"] = timed(lambda: a._impl.gather(idx, out.view(-1), s),
+                                                 args.calls)
+            gpu = torch.from_numpy(ref).to(dev)
+            assert torch.equal(gpu.index_select(0, idx), want)
+            res["index_select"] = timed(lambda: gpu.index_select(0, idx), args.calls)
+            mm = torch.from_numpy(np.memmap(path, dtype=np.uint8, mode="r", shape=(n, row)))
+            pinned = torch.empty((args.rows, row), dtype=torch.uint8, pin_memory=True)
+            cpu_idx = idx.cpu()
+            dst = torch.empty((args.rows, row), dtype=torch.uint8, device=dev)
+
+            def cpu_path():
+                torch.index_select(mm, 0, cpu_idx, out=pinned)
+                dst.copy_(pinned, non_blocking=True)
+            cpu_path()
+            torch.cuda.synchronize()
+            assert torch.equal(dst, want)
+            res["threads_pinned"] = timed(cpu_path, args.calls)
+            print(f"{row:5d} B rows, {args.rows} a call (auto picked {picked}): " +
+                  ", ".join(f"{k} {v:.0f} us" for k, v in res.items()), flush=True)
+            for k, v in res.items():
+                out_rows.append({"name": f"latency.{row}B.{args.rows}.{k}", "value": round(v, 1),
+                                 "unit": "us a call (median)", "verified": True, "mismatches": 0,
+                                 "params": {"rows": args.rows, "row_bytes": row, "calls": args.calls,
+                                            "picked": picked, "device": torch.cuda.get_device_name()}})
+            del gpu, mm
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out_rows, f, indent=1)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
