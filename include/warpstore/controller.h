@@ -183,6 +183,10 @@ class controller {
   // launches its own kernels may hold an activity_scope around them.
   virtual void begin_activity() {}
   virtual void end_activity() {}
+  // Whether begin/end_activity do anything (the host controller's service
+  // threads): a caller with nothing to announce skips the bookkeeping (a
+  // Python gather then needs no host callback on its stream).
+  virtual bool announces_activity() const { return false; }
   // Wakes sleeping service threads without holding them awake: a kernel is
   // probably coming (array::ref() calls it). They fall asleep again after a
   // short quiet if nothing arrives.

@@ -79,19 +79,21 @@ erased_array::started erased_array::start(const void* idx, std::uint32_t index_b
   if (n == 0) return s;
   // The service threads poll at full speed while the gather's reads run,
   // and sleep as soon as they are over (the done hook ends the activity).
+  // A controller without them (memory) needs no hook.
   controller& ctl = *base_->shared_controller();
-  ctl.begin_activity();
+  const bool announce = ctl.announces_activity();
+  if (announce) ctl.begin_activity();
   bool queued = false;
   try {
     s.slot = take_slot();
     s.live = true;
     launch_gather(*this, idx, index_bytes, n, out, stream, s.slot, poll,
-                  done_hook{&end_activity, &ctl}, queued);
+                  announce ? done_hook{&end_activity, &ctl} : done_hook{}, queued);
   } catch (...) {
     // The slot's record may be in any state; a fresh one serves the next call.
     if (s.live) destroy_call_slot(s.slot);
     s.live = false;
-    if (!queued) ctl.end_activity();
+    if (!queued && announce) ctl.end_activity();
     throw;
   }
   return s;

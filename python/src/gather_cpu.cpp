@@ -114,7 +114,7 @@ void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_b
       gather_typed(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), rec, poll);
   });
   queued = true;
-  on_done.fn(on_done.arg);
+  if (on_done.fn != nullptr) on_done.fn(on_done.arg);
 }
 
 void wait_gather(const call_slot&, const interrupt_poll&) {}

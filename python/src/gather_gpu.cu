@@ -224,7 +224,8 @@ void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_b
       launch(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), s, rec);
   });
   // Before the event: a waiter that saw the event knows the hook has run.
-  WARPSTORE_CUDA_TRY(cudaLaunchHostFunc(s, on_done.fn, on_done.arg));
+  // No hook (nothing to announce): no host callback holding up the stream.
+  if (on_done.fn != nullptr) WARPSTORE_CUDA_TRY(cudaLaunchHostFunc(s, on_done.fn, on_done.arg));
   queued = true;
   WARPSTORE_CUDA_TRY(cudaMemcpyAsync(slot.host, rec, sizeof *rec, cudaMemcpyDeviceToHost, s));
   WARPSTORE_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(slot.event), s));

@@ -42,6 +42,7 @@ class host_controller final : public controller {
   void check() const override;
   void begin_activity() override;
   void end_activity() override;
+  bool announces_activity() const override { return true; }
   void wake() override;
 
   // True when every service thread reads into io_uring registered buffers;
