@@ -1,4 +1,6 @@
 """Gathers return exactly what the file holds, for every dtype, shape and index kind."""
+import os
+
 import numpy as np
 import pytest
 
@@ -119,3 +121,18 @@ def test_the_default_controller_follows_the_file(features, monkeypatch):
     monkeypatch.setenv("WARPSTORE_MAPPED_MAX_BYTES", str(data.nbytes - 1))
     with warpstore.open(path, np.float32, (-1, 100), **SMALL) as a:
         assert a.stats()["controller"] == "host" and not a.stats()["mapped"]
+
+
+def test_a_file_shrunk_under_the_default_controller_is_an_error(tmp_path):
+    """The memory controller (auto's pick for a small cached file) keeps the
+    pages it had; once the file shrinks, every call raises OSError naming
+    the file and saying it shrank, instead of serving them."""
+    data = np.arange(64 * 1024, dtype=np.float32)
+    path = write(tmp_path / "shrinks.f32", data)
+    with warpstore.open(path, np.float32, **SMALL) as a:
+        assert a.stats()["controller"] == "memory"
+        np.testing.assert_array_equal(np.asarray(a.gather(np.array([3, 60000]))), data[[3, 60000]])
+        os.truncate(path, 4096)
+        with pytest.raises(OSError) as e:
+            a.gather(np.array([3]))
+        assert path in str(e.value) and "shrank" in str(e.value)

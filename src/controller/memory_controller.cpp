@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -98,6 +99,19 @@ void memory_controller::load(unsigned loader_threads) {
   ::close(fd);
   for (unsigned t = 0; t < n; ++t)
     if (!failures[t].empty()) throw runtime_error("memory controller: " + failures[t], failed[t]);
+}
+
+void memory_controller::check() const {
+  struct stat st {};
+  if (::fstat(file_->buffered_fd(), &st) != 0 || !S_ISREG(st.st_mode)) return;
+  const auto now = static_cast<std::uint64_t>(st.st_size);
+  const std::uint64_t size = file_->size_bytes();
+  if (now >= size) return;
+  throw file_error(ESTALE,
+                   file_->path() + ": the file shrank to " + std::to_string(now) + " bytes under the memory "
+                   "controller, which serves the " + std::to_string(size) + " bytes it had at "
+                   "open; reopen the array (the host controller reports reads past the end)",
+                   file_->path(), now);
 }
 
 // Writes each run of dirty chunks with as few pwrite calls as it takes, and

@@ -34,6 +34,10 @@ class memory_controller final : public controller {
   // Whether the file's own pages are mapped and pinned (no copy).
   bool maps_file() const override { return map_ != nullptr; }
   void make_durable() override;
+  // Raises file_error (ESTALE) once the file is shorter than at open: its
+  // bytes past the new end are gone from the file but not from this
+  // controller's pages, which would serve them without a word.
+  void check() const override;
   std::uint64_t write_unit() const override { return std::uint64_t{1} << chunk_shift; }
 
   static constexpr std::uint32_t chunk_shift = 16;

@@ -108,5 +108,24 @@ TEST(ControllerChoice, TheMemoryControllerReadsAPartialLastBlockAsZeros) {
   EXPECT_FALSE(ctl.device_ref().memory.execute_read(1u, io_request{block + 1, 1, got.data()}).success());
 }
 
+// A file that shrinks under the memory controller is reported at the next
+// check, naming the file, rather than served from the pages it had.
+TEST(ControllerChoice, AFileShrunkUnderTheMemoryControllerIsAnError) {
+  test::pattern_file f(1 << 20);
+  array<std::uint64_t> a(f.path(), 0, auto_options());
+  ASSERT_STREQ(a.shared_controller()->name(), "memory");
+  EXPECT_EQ(a.ref()[5], tools::pattern_word(5 * 8));
+  a.check();
+  ASSERT_EQ(::truncate(f.path().c_str(), 64 << 10), 0);
+  try {
+    a.check();
+    FAIL() << "no error after the file shrank";
+  } catch (const file_error& e) {
+    EXPECT_EQ(e.code().value(), ESTALE);
+    EXPECT_NE(std::string(e.what()).find(f.path()), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("shrank to 65536 bytes"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace warpstore
