@@ -150,7 +150,10 @@ def test_bfloat16_comes_back_as_a_torch_tensor(tmp_path):
 
 def test_a_file_that_shrank_is_an_oserror_with_path_and_row(rows):
     path, data = rows
-    with open_rows(path) as a:
+    # The host controller: it fails only what lies past the new end (the
+    # memory controller, auto's pick for this cached file, fails every call
+    # once the file shrank: test_gather.py).
+    with open_rows(path, controller="host") as a:
         os.truncate(path, 1024 + 3000 * 37 * 4 + 5)
         with pytest.raises(OSError) as info:
             a.read(100, 4000)
