@@ -19,6 +19,7 @@
 #include <system_error>
 #include <utility>
 
+#include "controller/residency.h"
 #include "warpstore/controller.h"
 #include "warpstore/error.h"
 #include "warpstore/nvme.h"
@@ -108,9 +109,20 @@ void refuse_unsupported_kind(const std::string& path, mode_t mode) {
                          path);
 }
 
-// Share of the file's pages in the page cache, sampled: up to 256 pages
-// spread evenly over it (mincore on a one-page mapping each), so a 10 TB file
-// costs what a 10 MB one does. -1 when it cannot be told (mmap refused).
+struct flock range_flock(short type, std::uint64_t first, std::uint64_t end) {
+  struct flock fl {};
+  fl.l_type = type;
+  fl.l_whence = SEEK_SET;
+  fl.l_start = static_cast<off_t>(first);
+  fl.l_len = static_cast<off_t>(end - first);
+  fl.l_pid = 0;  // F_OFD_* require it
+  return fl;
+}
+
+}  // namespace
+
+namespace detail {
+
 double sample_resident_share(int fd, std::uint64_t size) {
   const long page = ::sysconf(_SC_PAGESIZE);
   if (page <= 0 || size == 0) return -1;
@@ -131,17 +143,7 @@ double sample_resident_share(int fd, std::uint64_t size) {
   return static_cast<double>(resident) / static_cast<double>(samples);
 }
 
-struct flock range_flock(short type, std::uint64_t first, std::uint64_t end) {
-  struct flock fl {};
-  fl.l_type = type;
-  fl.l_whence = SEEK_SET;
-  fl.l_start = static_cast<off_t>(first);
-  fl.l_len = static_cast<off_t>(end - first);
-  fl.l_pid = 0;  // F_OFD_* require it
-  return fl;
-}
-
-}  // namespace
+}  // namespace detail
 
 backing_file::backing_file(const std::string& path, direct_io mode, file_access access)
     : path_(path), access_(access) {
@@ -217,7 +219,7 @@ backing_file::backing_file(const std::string& path, direct_io mode, file_access 
     // goes direct, with no double copy and no cache pollution.
     if (direct && mode == direct_io::automatic) {
       const int probe = open_file(path, false, file_access::read_only);
-      const double share = probe >= 0 ? sample_resident_share(probe, size_) : -1;
+      const double share = probe >= 0 ? detail::sample_resident_share(probe, size_) : -1;
       if (probe >= 0) ::close(probe);
       resident_share_ = share;
       if (share >= 0.5) {

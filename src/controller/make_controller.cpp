@@ -1,40 +1,23 @@
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <memory>
-#include <vector>
 
 #include "controller/host_controller.h"
 #include "controller/memory_controller.h"
+#include "controller/residency.h"
 #include "warpstore/controller.h"
 
 namespace warpstore {
 
 namespace {
 
-// Share of the pages of the first `size` bytes of fd in the page cache
-// (mincore over one mapping of the file); 0 where it cannot be told.
-double resident_share(int fd, std::uint64_t size) {
-  const long page = ::sysconf(_SC_PAGESIZE);
-  if (page <= 0 || size == 0) return 0;
-  const std::uint64_t pages = (size + static_cast<std::uint64_t>(page) - 1) / static_cast<std::uint64_t>(page);
-  void* m = ::mmap(nullptr, static_cast<std::size_t>(size), PROT_READ, MAP_SHARED, fd, 0);
-  if (m == MAP_FAILED) return 0;
-  std::vector<unsigned char> in(static_cast<std::size_t>(pages));
-  const int r = ::mincore(m, static_cast<std::size_t>(size), in.data());
-  ::munmap(m, static_cast<std::size_t>(size));
-  if (r != 0) return 0;
-  const auto resident = std::count_if(in.begin(), in.end(), [](unsigned char c) { return c & 1; });
-  return static_cast<double>(resident) / static_cast<double>(pages);
-}
-
 // controller=auto: the memory controller over the page cache for a
 // read-only regular file of at most mapped_max_bytes (0: an eighth of the
-// machine's memory) with at least 90 % of its pages in memory now; the host
-// controller for anything else (writable, O_DIRECT asked for, too large,
+// machine's memory) with at least 90 % of its pages in memory now
+// (sampled); the host controller for anything else (writable, O_DIRECT asked for, too large,
 // mostly on disk, not a regular file).
 controller_kind choose(const std::string& path, const options& opts) {
   if (opts.writable || opts.direct == direct_io::on) return controller_kind::host;
@@ -49,7 +32,8 @@ controller_kind choose(const std::string& path, const options& opts) {
   struct stat st {};
   const bool fits = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0 &&
                     static_cast<std::uint64_t>(st.st_size) <= limit;
-  const bool resident = fits && resident_share(fd, static_cast<std::uint64_t>(st.st_size)) >= 0.9;
+  const bool resident =
+      fits && detail::sample_resident_share(fd, static_cast<std::uint64_t>(st.st_size)) >= 0.9;
   ::close(fd);
   return resident ? controller_kind::memory : controller_kind::host;
 }
