@@ -12,7 +12,15 @@ one launch and one synchronisation. This times, per call and per row size:
 
 every call synchronised, each result checked against the file.
 
-    python bench/python_latency.py [--rows 1024] [--calls 300] [--json F]
+With --misses it also times gathers that miss (the regime map's `ws10`
+cells): a cycle of distinct batches through a cache a tenth of their lines,
+and the same batches through a cache that holds them all but is cleared
+before each call (fills without evictions). Per call: the median wall time,
+the GPU time between two events around the call, and the cache's counters
+(misses, evictions and retries per call), beside a UVA kernel reading the
+same rows from a pinned copy (no cache).
+
+    python bench/python_latency.py [--rows 1024] [--calls 300] [--misses] [--json F]
 """
 import argparse
 import json
@@ -45,6 +53,7 @@ def main():
     p.add_argument("--rows", type=int, default=1024)
     p.add_argument("--calls", type=int, default=300)
     p.add_argument("--file-bytes", type=int, default=256 << 20)
+    p.add_argument("--misses", action="store_true")
     p.add_argument("--json")
     args = p.parse_args()
     dev = torch.device("cuda")
@@ -96,9 +105,82 @@ def main():
                                  "params": {"rows": args.rows, "row_bytes": row, "calls": args.calls,
                                             "picked": picked, "device": torch.cuda.get_device_name()}})
             del gpu, mm
+        if args.misses:
+            out_rows += misses(path, data, args, dev)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(out_rows, f, indent=1)
+
+
+def misses(path, data, args, dev):
+    """Gathers that miss: where their time goes (see the module doc)."""
+    ext = warpstore.backend()
+    rows_out = []
+    cycle = 20  # distinct batches, 10x the lines of a cache that holds two
+    for row in (128, 512, 4096):
+        n = args.file_bytes // row
+        ref = data.reshape(n, row)
+        rng = np.random.default_rng(7 + row)
+        idxs = [torch.from_numpy(rng.choice(n, args.rows, replace=False)).to(dev)
+                for _ in range(cycle)]
+        wants = [torch.from_numpy(ref[i.cpu().numpy()]).to(dev) for i in idxs]
+        for label, small in (("evicting", True), ("cleared", False)):
+            with warpstore.open(path, "uint8", (n, row), cache="1MiB") as a:
+                line = a.stats()["line_size"]
+            lines = 2 * args.rows * max(1, row // line)
+            cache = max(64, 1 << (lines - 1).bit_length()) * line if small else 256 << 20
+            with warpstore.open(path, "uint8", (n, row), cache=cache) as a:
+                for i, w in zip(idxs, wants):  # warm: fill the cache, check
+                    assert torch.equal(a.gather(i), w)
+                walls, gpus = [], []
+                before = a.stats()
+                calls = min(args.calls, 200)
+                for c in range(calls):
+                    k = c % cycle
+                    if not small:
+                        a.clear_cache()
+                    torch.cuda.synchronize()
+                    e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    t0 = time.perf_counter()
+                    e0.record()
+                    got = a.gather(idxs[k])
+                    e1.record()
+                    torch.cuda.synchronize()
+                    walls.append(time.perf_counter() - t0)
+                    gpus.append(e0.elapsed_time(e1) * 1e-3)
+                    if c < cycle:
+                        assert torch.equal(got, wants[k])
+                after = a.stats()
+                st = {f: (after[f] - before[f]) / calls for f in
+                      ("misses", "evictions", "retries", "hits")}
+                res = {"wall_us": statistics.median(walls) * 1e6,
+                       "gpu_us": statistics.median(gpus) * 1e6,
+                       "worst_us": max(walls) * 1e6, **{f + "_a_call": v for f, v in st.items()},
+                       "line_size": after["line_size"], "cache_bytes": after["cache_bytes"],
+                       "controller": after["controller"]}
+            print(f"misses {row:5d} B rows, {label:8s}: " +
+                  ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
+                            for k, v in res.items()), flush=True)
+            rows_out.append({"name": f"latency.misses.{row}B.{args.rows}.{label}",
+                             "value": round(res["wall_us"], 1), "unit": "us a call (median)",
+                             "verified": True, "mismatches": 0, "params": res})
+        src = torch.from_numpy(ref).pin_memory()
+        out = torch.empty((args.rows, row), dtype=torch.uint8, device=dev)
+        s = torch.cuda.current_stream().cuda_stream
+        ext.uva_gather(src, idxs[0], out, row, s)
+        assert torch.equal(out, wants[0])
+        k = [0]
+
+        def uva():
+            k[0] = (k[0] + 1) % cycle
+            ext.uva_gather(src, idxs[k[0]], out, row, s)
+        v = timed(uva, min(args.calls, 200))
+        print(f"misses {row:5d} B rows, uva: {v:.1f} us", flush=True)
+        rows_out.append({"name": f"latency.misses.{row}B.{args.rows}.uva", "value": round(v, 1),
+                         "unit": "us a call (median)", "verified": True, "mismatches": 0,
+                         "params": {"rows": args.rows, "row_bytes": row}})
+        del src
+    return rows_out
 
 
 if __name__ == "__main__":
