@@ -46,7 +46,7 @@ study_python() {
   } >>"$out/machine.log" 2>&1
   cat "$out/machine.log" >&2
   GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
-    gpu_build 3 warpstore_python
+    gpu_build 6 warpstore_python
   export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
 
   if want gather; then
