@@ -124,12 +124,15 @@ def misses(path, data, args, dev):
         idxs = [torch.from_numpy(rng.choice(n, args.rows, replace=False)).to(dev)
                 for _ in range(cycle)]
         wants = [torch.from_numpy(ref[i.cpu().numpy()]).to(dev) for i in idxs]
-        for label, small in (("evicting", True), ("cleared", False)):
+        # "copy": the memory controller over a pinned copy of the file (a
+        # writable open is copied) instead of the mapped page cache.
+        for label, small, kw in (("evicting", True, {}), ("cleared", False, {}),
+                                 ("cleared.copy", False, {"controller": "memory", "mode": "r+"})):
             with warpstore.open(path, "uint8", (n, row), cache="1MiB") as a:
                 line = a.stats()["line_size"]
             lines = 2 * args.rows * max(1, row // line)
             cache = max(64, 1 << (lines - 1).bit_length()) * line if small else 256 << 20
-            with warpstore.open(path, "uint8", (n, row), cache=cache) as a:
+            with warpstore.open(path, "uint8", (n, row), cache=cache, **kw) as a:
                 for i, w in zip(idxs, wants):  # warm: fill the cache, check
                     assert torch.equal(a.gather(i), w)
                 walls, gpus = [], []
@@ -157,7 +160,7 @@ def misses(path, data, args, dev):
                        "gpu_us": statistics.median(gpus) * 1e6,
                        "worst_us": max(walls) * 1e6, **{f + "_a_call": v for f, v in st.items()},
                        "line_size": after["line_size"], "cache_bytes": after["cache_bytes"],
-                       "controller": after["controller"]}
+                       "controller": after["controller"], "mapped": after.get("mapped")}
             print(f"misses {row:5d} B rows, {label:8s}: " +
                   ", ".join(f"{k} {v:.1f}" if isinstance(v, float) else f"{k} {v}"
                             for k, v in res.items()), flush=True)

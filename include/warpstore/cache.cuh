@@ -81,9 +81,16 @@ struct acquire_result {
   std::uint32_t slot;
   acquire_kind kind;
   std::uint64_t old_key = 0;
+  // A retry because another caller held the set's lock: a moment's wait (a
+  // scan of one set, never I/O), not a shortage of lines.
+  bool contended = false;
 };
 
 struct cache_ref {
+  // How long a caller told to retry because a set's lock was held
+  // (acquire_result::contended) waits before it looks again.
+  static constexpr std::uint32_t contended_backoff_ns = 256;
+
   std::byte* lines;           // num_lines * line_size bytes
   std::uint64_t* tags;        // [num_lines], 0 = empty
   std::uint32_t* states;      // [num_lines]
@@ -161,7 +168,7 @@ struct cache_ref {
     detail::device_atomic<std::uint32_t> lock(set_locks[set]);
     if (lock.load(detail::memory_order_relaxed) != 0 ||
         lock.exchange(1, detail::memory_order_acquire) != 0)
-      return {0, acquire_kind::retry};
+      return {0, acquire_kind::retry, 0, true};
     if (find_way(base, k) < ways) {  // inserted meanwhile
       lock.store(0, detail::memory_order_release);
       return {0, acquire_kind::retry};

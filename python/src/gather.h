@@ -23,12 +23,18 @@ struct call_record {
   error_record errors;
   std::uint64_t first_bad;  // no_bad_position when every index is in range
   std::uint32_t cancel;     // nonzero: positions not yet started are skipped
-  std::uint32_t reserved;
+  std::uint32_t blocks_done;  // GPU target: blocks of the kernel that ended
 };
 
 // A call's pooled resources: its record on the device, a host copy of it
 // (pinned on the GPU target) and, on the GPU target, the event the waiting
 // thread polls and the stream that carries a cancel past the caller's.
+//
+// On the GPU target the kernel itself hands the record over: its last block
+// copies it to `host` (mapped) and resets the device record for the next
+// call. A gather is then one launch and one event on the caller's stream,
+// with no memset before it and no copy after it (three stream operations,
+// about a fifth of a 1 K-row gather's 50 us on the H200).
 struct call_slot {
   call_record* device = nullptr;
   call_record* host = nullptr;

@@ -18,11 +18,22 @@ bool target_available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
+namespace {
+// The record a call starts from (the kernel's last block leaves it so).
+call_record fresh_record() {
+  call_record r{};
+  r.first_bad = no_bad_position;
+  return r;
+}
+}  // namespace
+
 call_slot make_call_slot() {
   call_slot s;
   try {
     s.device = static_cast<call_record*>(runtime::alloc_device(sizeof(call_record)));
     s.host = static_cast<call_record*>(runtime::alloc_host_mapped(sizeof(call_record)));
+    const call_record fresh = fresh_record();
+    WARPSTORE_CUDA_TRY(cudaMemcpy(s.device, &fresh, sizeof fresh, cudaMemcpyHostToDevice));
     cudaEvent_t ev = nullptr;
     WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
     s.event = ev;
@@ -112,37 +123,65 @@ __device__ void rows_body(const array_ref<W>& a, std::uint64_t rows, std::uint64
     gather_row(a, rows, row_words, idx, out, k, &rec->first_bad, &rec->cancel);
 }
 
+// Every block, at its end: the last block of the grid to end copies the
+// call's record to the mapped host copy and resets it for the next call.
+// The other blocks' records (errors, first_bad, cancel) are visible to it:
+// each block fences before it counts itself done.
+__device__ void hand_over_record(call_record* rec, call_record* host) {
+  __syncthreads();  // the block's reads and records are done
+  if (threadIdx.x != 0) return;
+  __threadfence();
+  const unsigned done = atomicAdd(&rec->blocks_done, 1u) + 1;
+  if (done != gridDim.x) return;
+  __threadfence();
+  // L2 reads (not L1): other blocks wrote these on other multiprocessors.
+  constexpr unsigned words = sizeof(call_record) / sizeof(unsigned long long);
+  static_assert(sizeof(call_record) % sizeof(unsigned long long) == 0);
+  auto* src = reinterpret_cast<unsigned long long*>(rec);
+  auto* dst = reinterpret_cast<volatile unsigned long long*>(host);
+  for (unsigned w = 0; w < words; ++w) dst[w] = __ldcg(src + w);
+  call_record fresh{};
+  fresh.first_bad = no_bad_position;
+  const auto* f = reinterpret_cast<const unsigned long long*>(&fresh);
+  for (unsigned w = 0; w < words; ++w) __stcg(src + w, f[w]);
+  __threadfence_system();  // the host copy is out before the kernel ends
+}
+
 template <class W, class I>
 __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
     gather_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
-                           call_record* rec) {
+                           call_record* rec, call_record* host) {
   elements_body(a, idx, out, n, rec);
+  hand_over_record(rec, host);
 }
 
 template <class W, class I>
 __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
     gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
-                       W* out, std::uint64_t n, call_record* rec) {
+                       W* out, std::uint64_t n, call_record* rec, call_record* host) {
   rows_body(a, rows, row_words, idx, out, n, rec);
+  hand_over_record(rec, host);
 }
 
 template <class W, class I>
 __global__ void __launch_bounds__(wide_threads, 1)
     wide_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
-                         call_record* rec) {
+                         call_record* rec, call_record* host) {
   elements_body(a, idx, out, n, rec);
+  hand_over_record(rec, host);
 }
 
 template <class W, class I>
 __global__ void __launch_bounds__(wide_threads, 1)
     wide_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
-                     W* out, std::uint64_t n, call_record* rec) {
+                     W* out, std::uint64_t n, call_record* rec, call_record* host) {
   rows_body(a, rows, row_words, idx, out, n, rec);
+  hand_over_record(rec, host);
 }
 
 template <class W, class I>
 void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaStream_t s,
-            call_record* rec) {
+            call_record* rec, call_record* host) {
   array_ref<W> a = static_cast<const array<W>&>(ea.base()).ref();
   a.errors = &rec->errors;  // this call's errors, not the array's
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
@@ -155,22 +194,22 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
     if (row_words == 1) {
       prefer_shared_memory(wide_elements_kernel<W, I>);
       wide_elements_kernel<<<static_cast<unsigned>(grid_for(n, wide_threads, most)),
-                             wide_threads, 0, s>>>(a, idx, out, n, rec);
+                             wide_threads, 0, s>>>(a, idx, out, n, rec, host);
     } else {
       prefer_shared_memory(wide_rows_kernel<W, I>);
       wide_rows_kernel<<<static_cast<unsigned>(grid_for(n, wide_threads / 32, most)),
-                         wide_threads, 0, s>>>(a, ea.rows(), row_words, idx, out, n, rec);
+                         wide_threads, 0, s>>>(a, ea.rows(), row_words, idx, out, n, rec, host);
     }
   } else if (row_words == 1) {
     prefer_shared_memory(gather_elements_kernel<W, I>);
     gather_elements_kernel<<<static_cast<unsigned>(
                                  grid_for(n, block_threads, resident_blocks_per_sm * sms)),
-                             block_threads, 0, s>>>(a, idx, out, n, rec);
+                             block_threads, 0, s>>>(a, idx, out, n, rec, host);
   } else {
     prefer_shared_memory(gather_rows_kernel<W, I>);
     gather_rows_kernel<<<static_cast<unsigned>(
                              grid_for(n, block_threads / 32, resident_blocks_per_sm * sms)),
-                         block_threads, 0, s>>>(a, ea.rows(), row_words, idx, out, n, rec);
+                         block_threads, 0, s>>>(a, ea.rows(), row_words, idx, out, n, rec, host);
   }
   WARPSTORE_CHECK_LAUNCH();
 }
@@ -214,28 +253,30 @@ void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_b
                    std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
                    const interrupt_poll&, done_hook on_done, bool& queued) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
+  // The device record is fresh: the slot's last kernel (or make_call_slot)
+  // left it so, and its last block hands this call's record to slot.host.
   call_record* rec = slot.device;
-  WARPSTORE_CUDA_TRY(cudaMemsetAsync(rec, 0, sizeof *rec, s));
-  WARPSTORE_CUDA_TRY(cudaMemsetAsync(&rec->first_bad, 0xff, sizeof rec->first_bad, s));
   with_word(a.word_bytes(), [&]<class W>() {
     if (index_bytes == 4)
-      launch(a, static_cast<const std::int32_t*>(idx), n, static_cast<W*>(out), s, rec);
+      launch(a, static_cast<const std::int32_t*>(idx), n, static_cast<W*>(out), s, rec, slot.host);
     else
-      launch(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), s, rec);
+      launch(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), s, rec, slot.host);
   });
   // Before the event: a waiter that saw the event knows the hook has run.
   // No hook (nothing to announce): no host callback holding up the stream.
   if (on_done.fn != nullptr) WARPSTORE_CUDA_TRY(cudaLaunchHostFunc(s, on_done.fn, on_done.arg));
   queued = true;
-  WARPSTORE_CUDA_TRY(cudaMemcpyAsync(slot.host, rec, sizeof *rec, cudaMemcpyDeviceToHost, s));
   WARPSTORE_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(slot.event), s));
 }
 
 void wait_gather(const call_slot& slot, const interrupt_poll& poll) {
-  // A cancel that raced with the end of the gather lands before the slot
-  // is used again (the next call's memset must not be overtaken by it).
-  if (wait_interruptibly(static_cast<cudaEvent_t>(slot.event), slot, poll))
-    WARPSTORE_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(slot.cancel_stream)));
+  if (!wait_interruptibly(static_cast<cudaEvent_t>(slot.event), slot, poll)) return;
+  // A cancel may land after the kernel's last block reset the record (the
+  // gather then ran whole, and slot.host says so): it must not cancel the
+  // slot's next call.
+  const auto cs = static_cast<cudaStream_t>(slot.cancel_stream);
+  WARPSTORE_CUDA_TRY(cudaMemsetAsync(&slot.device->cancel, 0, sizeof slot.device->cancel, cs));
+  WARPSTORE_CUDA_TRY(cudaStreamSynchronize(cs));
 }
 
 bool gather_done(const call_slot& slot) {

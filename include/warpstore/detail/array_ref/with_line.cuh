@@ -23,6 +23,7 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
   bool pending = want;
   detail::deadline dl(timeout_ns);
   std::uint32_t round = 0;
+  std::uint32_t waits = 0;  // retries that waited for a line, not for a set's lock
   while (detail::warp::ballot(mask, pending) != 0) {
     const std::uint64_t k = pending ? cache_ref::key(source, line) : 0;
     const unsigned group = detail::warp::match_any(mask, k);
@@ -86,6 +87,7 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
                                   : granted  ? (st.success() ? 1u : 2u)
                                              : (written_back ? 0u : 3u);
     const std::uint32_t got = detail::warp::shfl(mask, outcome, leader);
+    const bool contended = detail::warp::shfl(mask, is_leader && r.contended, leader);
     const std::uint32_t slot = detail::warp::shfl(mask, r.slot, leader);
     if (pending && got != 0) {
       pending = false;
@@ -119,12 +121,22 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
         errors->record(error_kind::deadline, source,
                        cache.set_all_pinned(k) ? nvme::status::no_victim() : nvme::status::deadline(),
                        index, l.request_for(line, 0).slba);
+      } else if (contended) {
+        // The set's lock is held for one scan, never across I/O: look again
+        // shortly, at the same pace however long the queue for the set.
+        // Backing off exponentially here made the lanes of a launch that
+        // misses everywhere (each set wanted by eight warps at once) sleep
+        // 32 us at a time for a lock held a microsecond: a 1 K-row gather
+        // through a full cache took 540 us of GPU time (28 retries a miss;
+        // H200, bench/python_latency.py --misses).
+        detail::backoff(cache_ref::contended_backoff_ns);
       } else if (!wrote_back) {
         // Exponential backoff: when more lines are wanted at once than the
         // cache holds, waiting lanes must leave the memory system to the
         // fills that free lines. A warp that just made room looks again
         // at once.
-        detail::backoff(64u << (round < 9 ? round : 9));
+        detail::backoff(64u << (waits < 9 ? waits : 9));
+        ++waits;
       }
     }
   }
