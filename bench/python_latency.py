@@ -17,7 +17,7 @@ cells): a cycle of distinct batches through a cache a tenth of their lines,
 and the same batches through a cache that holds them all but is cleared
 before each call (fills without evictions). Per call: the median wall time,
 the GPU time between two events around the call, and the cache's counters
-(misses, evictions and retries per call), beside a UVA kernel reading the
+(misses, evictions, retries and reads around the cache per call), beside a UVA kernel reading the
 same rows from a pinned copy (no cache).
 
     python bench/python_latency.py [--rows 1024] [--calls 300] [--misses] [--json F]
@@ -124,15 +124,12 @@ def misses(path, data, args, dev):
         idxs = [torch.from_numpy(rng.choice(n, args.rows, replace=False)).to(dev)
                 for _ in range(cycle)]
         wants = [torch.from_numpy(ref[i.cpu().numpy()]).to(dev) for i in idxs]
-        # "copy": the memory controller over a pinned copy of the file (a
-        # writable open is copied) instead of the mapped page cache.
-        for label, small, kw in (("evicting", True, {}), ("cleared", False, {}),
-                                 ("cleared.copy", False, {"controller": "memory", "mode": "r+"})):
+        for label, small in (("evicting", True), ("cleared", False)):
             with warpstore.open(path, "uint8", (n, row), cache="1MiB") as a:
                 line = a.stats()["line_size"]
             lines = 2 * args.rows * max(1, row // line)
             cache = max(64, 1 << (lines - 1).bit_length()) * line if small else 256 << 20
-            with warpstore.open(path, "uint8", (n, row), cache=cache, **kw) as a:
+            with warpstore.open(path, "uint8", (n, row), cache=cache) as a:
                 for i, w in zip(idxs, wants):  # warm: fill the cache, check
                     assert torch.equal(a.gather(i), w)
                 walls, gpus = [], []
@@ -155,7 +152,7 @@ def misses(path, data, args, dev):
                         assert torch.equal(got, wants[k])
                 after = a.stats()
                 st = {f: (after[f] - before[f]) / calls for f in
-                      ("misses", "evictions", "retries", "hits")}
+                      ("misses", "evictions", "retries", "hits", "read_around")}
                 res = {"wall_us": statistics.median(walls) * 1e6,
                        "gpu_us": statistics.median(gpus) * 1e6,
                        "worst_us": max(walls) * 1e6, **{f + "_a_call": v for f, v in st.items()},

@@ -59,6 +59,7 @@ struct alignas(128) cache_counters {
   std::uint64_t retries;     // accesses that had to look again (line busy, no victim)
   std::uint64_t errors;      // fills that failed
   std::uint64_t overlapped_evictions;  // dirty lines evicted in one trip with the fill (reclaim)
+  std::uint64_t read_around;  // groups that read host memory rather than wait for a line
 };
 
 enum class acquire_kind : std::uint32_t {
@@ -467,9 +468,10 @@ WARPSTORE_UNROLL
 // Host totals of the counters.
 struct cache_stats {
   std::uint64_t hits = 0, misses = 0, evictions = 0, writebacks = 0, bytes_read = 0, retries = 0,
-                errors = 0, overlapped_evictions = 0;
+                errors = 0, overlapped_evictions = 0, read_around = 0;
+  // Accesses served by the cache, of all (a read around is not).
   double hit_rate() const {
-    const std::uint64_t n = hits + misses;
+    const std::uint64_t n = hits + misses + read_around;
     return n == 0 ? 0.0 : static_cast<double>(hits) / static_cast<double>(n);
   }
 };

@@ -74,6 +74,7 @@ nb::dict cache_counters_dict(const cache_stats& s) {
   d["bytes"] = s.bytes_read;
   d["retries"] = s.retries;
   d["overlapped_evictions"] = s.overlapped_evictions;
+  d["read_around"] = s.read_around;
   d["errors"] = s.errors;
   d["hit_rate"] = s.hit_rate();
   return d;

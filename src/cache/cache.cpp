@@ -120,6 +120,7 @@ cache_stats cache::stats() const {
     s.retries += k.retries;
     s.errors += k.errors;
     s.overlapped_evictions += k.overlapped_evictions;
+    s.read_around += k.read_around;
   }
   return s;
 }

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "controller/fault_policy.h"
@@ -57,7 +58,12 @@ TEST_P(ArrayRead, ManyLanesFewQueuesSmallCache) {
   EXPECT_EQ(random_reads(a.ref(), 16, 4000), 0u);
   a.check();
   const cache_stats s = a.stats();
-  EXPECT_EQ(s.hits + s.misses, 16u * 4000u);  // one lookup per read on the CPU target
+  // One lookup per read on the CPU target; a read-only array over the
+  // memory controller may read around a line it cannot have at once.
+  EXPECT_EQ(s.hits + s.misses + s.read_around, 16u * 4000u);
+  if (GetParam() == controller_kind::host) {
+    EXPECT_EQ(s.read_around, 0u);
+  }
   EXPECT_GT(s.evictions, 0u);
   EXPECT_EQ(s.errors, 0u);
 }
@@ -241,7 +247,82 @@ TEST(ArrayReadOversubscribed, MoreLanesThanCacheLinesStillFinish) {
     EXPECT_EQ(random_reads(a.ref(), 48, 300), 0u) << to_string(kind);
     a.check();
     const cache_stats s = a.stats();
-    EXPECT_EQ(s.hits + s.misses, 48u * 300u);  // retries happen or not, as threads interleave
+    // Retries (and reads around) happen or not, as threads interleave.
+    EXPECT_EQ(s.hits + s.misses + s.read_around, 48u * 300u);
+  }
+}
+
+namespace {
+// Holds the lock of the set of `line` of `ref` until released: what a
+// reader meets while another caller picks a victim in that set.
+struct held_set_lock {
+  std::uint32_t* lock;
+  held_set_lock(const array_ref<std::uint64_t>& ref, std::uint64_t line)
+      : lock(ref.cache.set_locks + ref.cache.set_of(cache_ref::key(ref.source, line))) {
+    detail::device_atomic<std::uint32_t>(*lock).store(1, detail::memory_order_release);
+  }
+  void release() { detail::device_atomic<std::uint32_t>(*lock).store(0, detail::memory_order_release); }
+};
+}  // namespace
+
+TEST(ArrayReadAround, ReadOnlyMemoryArrayReadsAroundALockedSet) {
+  // A read-only array over the memory controller whose line's set is
+  // locked does not wait for the lock: it reads the element (and a span)
+  // from the controller's host memory, right, and counts it.
+  test::pattern_file file(1 << 20);
+  options o = small_options(controller_kind::memory);
+  o.timeout_ns = 60'000'000'000ull;  // a wait would show as a hang, not an error
+  array<std::uint64_t> a(file.path(), 0, o);
+  const array_ref<std::uint64_t> ref = a.ref();
+  ASSERT_TRUE(ref.reads_around());
+  constexpr std::uint64_t per_line = 4096 / 8;
+  const std::uint64_t i = 37 * per_line + 5;
+  held_set_lock held(ref, 37);
+  EXPECT_EQ(ref[i], tools::pattern_word(i * 8));
+  std::vector<std::uint64_t> out(per_line + 9);  // ends in the next line
+  const std::uint64_t first = 37 * per_line + 3;
+  held_set_lock next(ref, 38);
+  ASSERT_TRUE(ref.read_span(first, out.size(), out.data()));
+  for (std::size_t k = 0; k < out.size(); ++k)
+    ASSERT_EQ(out[k], tools::pattern_word((first + k) * 8)) << k;
+  const cache_stats s = a.stats();
+  EXPECT_EQ(s.read_around, 3u);  // the element, then both lines of the span
+  EXPECT_EQ(s.misses, 0u);
+  next.release();
+  held.release();
+  EXPECT_EQ(ref[i], tools::pattern_word(i * 8));  // now cached the ordinary way
+  EXPECT_EQ(a.stats().misses, 1u);
+  EXPECT_EQ(a.stats().read_around, 3u);
+  a.check();
+}
+
+TEST(ArrayReadAround, WritableOrHostArraysWaitForTheLine) {
+  // Where host memory may be behind the cache (a writable array: dirty
+  // lines) or there is none to read (the host controller), a reader waits
+  // for the set as before: it finishes once the lock is let go, and reads
+  // nothing around.
+  test::pattern_file file(1 << 20);
+  for (const bool writable : {false, true}) {
+    options o = small_options(writable ? controller_kind::memory : controller_kind::host);
+    o.writable = writable;
+    array<std::uint64_t> a(file.path(), 0, o);
+    const array_ref<std::uint64_t> ref = a.ref();
+    ASSERT_FALSE(ref.reads_around());
+    const std::uint64_t i = 11 * (4096 / 8);
+    held_set_lock held(ref, 11);
+    std::atomic<bool> done{false};
+    std::uint64_t got = 0;
+    std::thread reader([&] {
+      got = ref[i];
+      done = true;
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    EXPECT_FALSE(done.load()) << "read while its set stayed locked (writable " << writable << ")";
+    held.release();
+    reader.join();
+    EXPECT_EQ(got, tools::pattern_word(i * 8));
+    EXPECT_EQ(a.stats().read_around, 0u);
+    a.check();
   }
 }
 

@@ -203,6 +203,10 @@ struct array_ref {
     return slot < cache.num_lines ? element_in(slot, i) : nullptr;
   }
 
+  // Whether readers of this array read around the cache rather than wait
+  // for a line (with_line): a read-only array over the memory controller.
+  WARPSTORE_HD bool reads_around() const { return io.kind == io_kind::memory && !writable; }
+
   // The element-type-free view of this array's lines (write-back, flush).
   WARPSTORE_HD detail::line_io lines() const {
     return {cache, io, errors, first_block, end_block, timeout_ns, source};
@@ -213,6 +217,10 @@ struct array_ref {
 
   WARPSTORE_HD T* element_in(std::uint32_t slot, std::uint64_t i) const {
     return reinterpret_cast<T*>(cache.line_data(slot)) + (i & ((1ull << elems_per_line_log2) - 1));
+  }
+  // Element i in its line's bytes elsewhere (host memory: read around).
+  WARPSTORE_HD const T* element_at(const std::byte* line_bytes, std::uint64_t i) const {
+    return reinterpret_cast<const T*>(line_bytes) + (i & ((1ull << elems_per_line_log2) - 1));
   }
 
   // Warp-collective span bounds: one lane records a bad span.
@@ -355,10 +363,20 @@ struct array_ref {
   // byte of the line, so a miss claims it without reading. A set with no
   // clean victim hands its leader (reader or writer) a dirty line to write
   // back first.
-  template <bool Keep, bool Write = false, class Use>
+  //
+  // Read around (readers that pass `around`, never with Keep or Write): on a
+  // read-only array over the memory controller, a group whose line is not
+  // to be had at once (being filled by another warp, its set's lock held,
+  // no victim) does not wait: it calls around(bytes), `bytes` the line's
+  // bytes in the controller's host memory (the same layout as a cache
+  // line), and reads them over PCIe, as the fill would have. Nothing is
+  // pinned or filled; the cache counts it (cache_counters::read_around).
+  // The file is read-only, so host memory and cache agree.
+  template <bool Keep, bool Write = false, class Use, class Around = std::nullptr_t>
   WARPSTORE_HD detail::line_grant with_line(unsigned mask, bool want, std::uint64_t line,
                                             std::uint64_t index, Use&& use,
-                                            bool overwrite = false) const;
+                                            bool overwrite = false,
+                                            Around&& around = nullptr) const;
 };
 
 }  // namespace warpstore

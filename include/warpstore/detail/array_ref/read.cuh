@@ -12,20 +12,16 @@ namespace warpstore {
 
 template <class T>
 WARPSTORE_HD T array_ref<T>::operator[](std::uint64_t i) const {
-  const unsigned mask = calling_mask();
-  const bool in_range = check_index(i);
-  T v{};
-  with_line<false>(mask, in_range, line_of(i), i,
-                   [&](std::uint32_t slot) { v = *element_in(slot, i); });
-  return v;
+  return read_masked(calling_mask(), true, i);
 }
 
 template <class T>
 WARPSTORE_HD T array_ref<T>::read_masked(unsigned mask, bool want, std::uint64_t i) const {
   const bool in_range = want && check_index(i);
   T v{};
-  with_line<false>(mask, in_range, line_of(i), i,
-                   [&](std::uint32_t slot) { v = *element_in(slot, i); });
+  with_line<false>(
+      mask, in_range, line_of(i), i, [&](std::uint32_t slot) { v = *element_in(slot, i); }, false,
+      [&](const std::byte* bytes) { v = *element_at(bytes, i); });
   return v;
 }
 
@@ -63,10 +59,18 @@ WARPSTORE_HD bool array_ref<T>::read_span(std::uint64_t first, std::uint64_t n, 
     const std::uint64_t line = line_of(i);
     const std::uint64_t line_end = (line + 1) << elems_per_line_log2;
     const std::uint64_t take = (line_end - i < n - done) ? line_end - i : n - done;
-    const detail::line_grant g = with_line<false>(mask, true, line, i, [&](std::uint32_t slot) {
-      const T* src = element_in(slot, i);
-      for (std::uint64_t k = rank; k < take; k += lanes) out[done + k] = src[k];
-    });
+    const detail::line_grant g = with_line<false>(
+        mask, true, line, i,
+        [&](std::uint32_t slot) {
+          const T* src = element_in(slot, i);
+          for (std::uint64_t k = rank; k < take; k += lanes) out[done + k] = src[k];
+        },
+        false,
+        [&](const std::byte* bytes) {
+          const T* src = element_at(bytes, i);
+          for (std::uint64_t k = rank; k < take; k += lanes)
+            out[done + k] = src[k];
+        });
     all_ok = all_ok && g.ok;
     done += take;
   }

@@ -2,7 +2,9 @@
 // probe, claim, fill, publish). Part of detail/array_ref.cuh.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #include "warpstore/cache.cuh"
 #include "warpstore/detail/array_ref.cuh"
@@ -14,10 +16,14 @@
 namespace warpstore {
 
 template <class T>
-template <bool Keep, bool Write, class Use>
+template <bool Keep, bool Write, class Use, class Around>
 WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want,
                                                         std::uint64_t line, std::uint64_t index,
-                                                        Use&& use, bool overwrite) const {
+                                                        Use&& use, bool overwrite,
+                                                        Around&& around) const {
+  constexpr bool may_read_around = !std::is_same_v<std::decay_t<Around>, std::nullptr_t>;
+  static_assert(!may_read_around || (!Keep && !Write), "only plain reads read around");
+  const bool around_here = may_read_around && reads_around();
   const detail::line_io l = lines();
   detail::line_grant g;
   bool pending = want;
@@ -80,15 +86,30 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
     }
     if (detail::warp::ballot(mask, writing_back) != 0)
       written_back = l.write_back_clustered(mask, writing_back, r.slot, r.old_key);
+    // Read around rather than wait (see the declaration): the line's bytes
+    // in host memory, if the file holds them.
+    const bool reading_around =
+        around_here && is_leader && r.kind == acquire_kind::retry &&
+        memory_source_ref::check_range(req, io.memory.capacity_blocks).success();
+    if (reading_around) cache.count(&cache_counters::read_around);
     // 0: retry (or wrote a line back), 1: line pinned, 2: fill failed
-    // (pins held, no data), 3: write-back failed (no pins)
+    // (pins held, no data), 3: write-back failed (no pins), 4: read around
     const bool granted = r.kind == acquire_kind::hit || r.kind == acquire_kind::fill;
-    const std::uint32_t outcome = !is_leader ? 0u
-                                  : granted  ? (st.success() ? 1u : 2u)
-                                             : (written_back ? 0u : 3u);
+    const std::uint32_t outcome = !is_leader       ? 0u
+                                  : reading_around ? 4u
+                                  : granted        ? (st.success() ? 1u : 2u)
+                                                   : (written_back ? 0u : 3u);
     const std::uint32_t got = detail::warp::shfl(mask, outcome, leader);
     const bool contended = detail::warp::shfl(mask, is_leader && r.contended, leader);
     const std::uint32_t slot = detail::warp::shfl(mask, r.slot, leader);
+    if constexpr (may_read_around) {
+      const std::uint64_t slba = detail::warp::shfl(mask, req.slba, leader);
+      if (pending && got == 4) {
+        pending = false;
+        g.ok = true;
+        around(io.memory.data + (slba << nvme::block_shift));
+      }
+    }
     if (pending && got != 0) {
       pending = false;
       g.slot = slot;
