@@ -434,9 +434,14 @@ class Matrix:
     def reps(self, n0, row_bytes, res):
         """Timed gathers of a cell (from the nominal batch n0): --reps, fewer
         where a gather moves more than 512 K rows or 256 MiB (at most 2 on
-        disk)."""
+        disk); in the page cache, more for small batches, so that a cell
+        times at least 32 K rows (32 gathers of 1 K rows: one gather takes
+        50 to 100 us, and one stall of the machine in five of them decided
+        a 1 K cell's ratio)."""
         t = min(self.args.reps, math.ceil((1 << 19) / n0), math.ceil((256 << 20) / (n0 * row_bytes)))
-        return max(1, min(t, 2, math.ceil((1 << 14) / n0)) if res == "disk" else t)
+        if res == "disk":
+            return max(1, min(t, 2, math.ceil((1 << 14) / n0)))
+        return max(t, min(32, math.ceil((1 << 15) / n0)))
 
     def picked_controller(self):
         with warpstore.open(self.path, "uint8", (self.file_bytes // 512, 512),
