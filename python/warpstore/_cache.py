@@ -68,7 +68,7 @@ class Cache:
         return self._impl.arrays
 
     def stats(self):
-        """hits, misses, evictions, bytes, retries, errors and hit_rate of every array on it."""
+        """hits, misses, evictions, bytes, retries, read_around, errors and hit_rate of every array on it."""
         return dict(self._impl.stats())
 
     def reset_stats(self):
