@@ -36,7 +36,7 @@ study_apps() {
     python3 -c "import matplotlib; print('matplotlib', matplotlib.__version__)" 2>&1 | tail -1
   } >>"$out/machine.log"
   rm -f "$json"  # this run rewrites the study
-  gpu_build 3 warpstore-graph warpstore-taxi warpstore-graphgen warpstore-taxigen
+  gpu_build 6 warpstore-graph warpstore-taxi warpstore-graphgen warpstore-taxigen
   local bin=$build/apps gen=$build/tools
 
   # Data. The graph files land in the page cache as they are written. A

@@ -13,7 +13,7 @@ study_steps=""
 
 study_async() {
   machine_log
-  gpu_build 3 gpu_array_batch_test async-kernel-bench
+  gpu_build 6 gpu_array_batch_test async-kernel-bench
   gpu_tests gpu-array-batch-test.log gpu_array_batch_test
 
   local json=$out/async.json a_file=/tmp/warpstore-async-a.f32

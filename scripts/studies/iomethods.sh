@@ -29,7 +29,7 @@ study_iomethods() {
     ldconfig -p 2>/dev/null | grep -i cufile || echo "ldconfig: no libcufile"
     lsmod 2>/dev/null | grep -i nvidia_fs || echo "nvidia_fs: not loaded"
   } >>"$out/machine.log" 2>&1
-  gpu_build 3 warpstore-bench
+  gpu_build 6 warpstore-bench
 
   # cufile.json variants: compatibility mode allowed (the main run), forced.
   local force

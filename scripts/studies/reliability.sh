@@ -19,7 +19,7 @@ study_reliability() {
   export WARPSTORE_BENCH_COMMAND=${WARPSTORE_BENCH_COMMAND:-"source .deps/unpack-deps.sh; scripts/gpu.sh reliability"}
   local json=$root/bench/results/reliability.json bin=$build/bench/warpstore-reliability-gpu
   machine_log
-  gpu_build 3 warpstore-reliability-gpu
+  gpu_build 6 warpstore-reliability-gpu
 
   # compute-sanitizer on a small run: two fault kinds, small soaks, few threads
   # (the read/write soak's cache must hold one set of 16 lines of 64 KiB).
