@@ -1,6 +1,7 @@
 // The software NVMe controller (nvme_model.h): the register file, the
-// enable / disable / shutdown state machine, the admin and NVM commands, PRP
-// walking and completion posting, run by one device thread.
+// enable / disable / shutdown state machine, the NVM commands, PRP walking
+// and completion posting, run by one device thread (admin commands:
+// nvme_model_admin.cpp).
 #include "controller/nvme_model.h"
 
 #include <fcntl.h>
@@ -15,97 +16,13 @@
 #include <utility>
 #include <vector>
 
+#include "controller/nvme_model_engine.h"
 #include "warpstore/error.h"
 
 namespace warpstore::nvme_model {
 
-namespace {
+using namespace detail;
 
-std::uint64_t now_ns() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
-constexpr std::uint32_t page = device::page_size;
-constexpr std::uint32_t nsid_one = 1;
-constexpr std::uint32_t nsid_all = 0xFFFFFFFFu;
-// Without a reorder window's worth of completions, a CQ's held ones go out
-// after this long without a new one.
-constexpr std::uint64_t reorder_flush_ns = 1'000'000;
-// Commands fetched from one SQ per round before the next SQ gets its turn.
-constexpr std::uint32_t fetch_burst = 32;
-
-nvme::status generic(std::uint8_t code, bool dnr = true) {
-  return nvme::status::make(nvme::status_type::generic, code, dnr);
-}
-nvme::status specific(std::uint8_t code) {
-  return nvme::status::make(nvme::status_type::command_specific, code);
-}
-nvme::status media(std::uint8_t code) {
-  return nvme::status::make(nvme::status_type::media, code);
-}
-
-template <class T>
-void put(std::byte* buf, std::size_t at, T v) {
-  std::memcpy(buf + at, &v, sizeof v);
-}
-// An ASCII identify field: left-justified, padded with spaces.
-void put_text(std::byte* buf, std::size_t at, std::size_t width, const char* s) {
-  std::memset(buf + at, ' ', width);
-  std::memcpy(buf + at, s, std::min(width, std::strlen(s)));
-}
-
-// A run of host memory one PRP entry describes.
-struct segment {
-  std::byte* ptr;
-  std::uint32_t bytes;
-};
-
-// The host memory PRP1 / PRP2 describe for a transfer of `bytes`, with
-// the checks a controller makes on the way (Base Specification 1.4, 4.3):
-// PRP1 may start anywhere dword aligned; PRP2, when the transfer ends in the
-// second page, and every PRP list entry address a page from its start; a
-// list fills its page from where PRP2 points, and its last entry chains to
-// the next list page while more than one page remains.
-nvme::status walk_prps(std::uint64_t prp1, std::uint64_t prp2, std::uint64_t bytes,
-                       std::vector<segment>& out) {
-  out.clear();
-  auto at = [](std::uint64_t a) { return reinterpret_cast<std::byte*>(a); };
-  if (prp1 == 0) return generic(nvme::sc::data_transfer_error);
-  if ((prp1 & 3) != 0) return generic(nvme::sc::prp_offset_invalid);
-  const std::uint64_t first = std::min<std::uint64_t>(bytes, page - (prp1 & (page - 1)));
-  out.push_back({at(prp1), static_cast<std::uint32_t>(first)});
-  std::uint64_t left = bytes - first;
-  if (left == 0) return nvme::status::ok();
-  if (prp2 == 0) return generic(nvme::sc::data_transfer_error);
-  if (left <= page) {
-    if ((prp2 & (page - 1)) != 0) return generic(nvme::sc::prp_offset_invalid);
-    out.push_back({at(prp2), static_cast<std::uint32_t>(left)});
-    return nvme::status::ok();
-  }
-  std::uint64_t list = prp2;
-  while (left > 0) {
-    if ((list & 7) != 0) return generic(nvme::sc::prp_offset_invalid);
-    const std::uint64_t entries = (page - (list & (page - 1))) / 8;
-    for (std::uint64_t i = 0; i < entries && left > 0; ++i) {
-      std::uint64_t e;
-      std::memcpy(&e, at(list + 8 * i), sizeof e);
-      if (e == 0) return generic(nvme::sc::data_transfer_error);
-      if (i + 1 == entries && left > page) {  // the last entry points at the next list page
-        list = e;
-        break;
-      }
-      if ((e & (page - 1)) != 0) return generic(nvme::sc::prp_offset_invalid);
-      const std::uint64_t n = std::min<std::uint64_t>(left, page);
-      out.push_back({at(e), static_cast<std::uint32_t>(n)});
-      left -= n;
-    }
-  }
-  return nvme::status::ok();
-}
-
-}  // namespace
 
 std::uint32_t read32(const std::byte* bar, std::uint32_t offset) {
   return std::atomic_ref<const std::uint32_t>(*reinterpret_cast<const std::uint32_t*>(bar + offset))
@@ -128,48 +45,6 @@ void device::free_bar::operator()(std::byte* p) const {
   std::free(p);
 }
 
-// Everything only the device thread touches.
-struct device::state {
-  enum class phase_of_enable { disabled, enabling, enabled, disabling, failed };
-
-  struct sq_state {
-    bool live = false;
-    const nvme::command* base = nullptr;
-    std::uint32_t size = 0;
-    std::uint16_t cqid = 0;
-    std::uint32_t head = 0;
-    std::uint32_t bad_tail = ~0u;  // the last invalid doorbell value counted
-  };
-  struct held {
-    std::uint64_t ready_ns;
-    nvme::completion cqe;  // status field without the phase
-  };
-  struct cq_state {
-    bool live = false;
-    nvme::completion* base = nullptr;
-    std::uint32_t size = 0;
-    std::uint32_t tail = 0;
-    std::uint32_t head = 0;
-    bool phase = true;  // the phase tag of the next pass through the ring
-    std::uint32_t sqs = 0;
-    std::deque<held> held_back;  // executed, not yet posted
-    std::uint32_t released = 0;  // entries at the front of held_back cleared to post
-    std::uint64_t last_held_ns = 0;
-    std::uint32_t bad_head = ~0u;
-  };
-
-  phase_of_enable phase = phase_of_enable::disabled;
-  std::uint64_t transition_ns = 0;  // when enabling / disabling ends
-  bool shut_down = false;
-  bool io_queues_created = false;  // since the last reset: Set Features queues refused
-  std::uint16_t granted_sqs = 0;
-  std::uint16_t granted_cqs = 0;
-  std::uint32_t csts = 0;
-  std::vector<sq_state> sqs;
-  std::vector<cq_state> cqs;
-  std::vector<segment> segments;    // scratch of walk_prps
-  std::vector<std::byte> identify;  // scratch of Identify
-};
 
 device::device(config cfg) : cfg_(std::move(cfg)), st_(std::make_unique<state>()) {
   if (cfg_.max_queue_entries < 2 || cfg_.max_queue_entries > 65536)
@@ -238,75 +113,8 @@ stats device::counters() const {
 
 // ---- the device thread --------------------------------------------------------
 
-namespace {
+namespace detail {
 
-// One device thread's work, split out of the class so the header stays small.
-class engine {
- public:
-  engine(device& dev, device::state& st, const config& cfg, int fd, std::mutex& faults_mutex,
-         faults& f, std::mutex& stats_mutex, stats& s)
-      : dev_(dev),
-        st_(st),
-        cfg_(cfg),
-        fd_(fd),
-        faults_mutex_(faults_mutex),
-        faults_(f),
-        stats_mutex_(stats_mutex),
-        stats_(s) {}
-
-  // One pass: registers, then fetching and executing, then posting. True if
-  // anything happened (the caller naps otherwise).
-  bool round();
-  // A failure of the model itself (out of memory): the controller is fatal.
-  void fail() {
-    st_.phase = device::state::phase_of_enable::failed;
-    set_csts(st_.csts | csts::cfs);
-  }
-
- private:
-  using phase_of_enable = device::state::phase_of_enable;
-
-  std::byte* bar() { return dev_.bar(); }
-  void set_csts(std::uint32_t v) {
-    st_.csts = v;
-    write32(bar(), reg::csts, v);
-  }
-  std::uint64_t delay_ns() const {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(cfg_.ready_delay).count());
-  }
-  template <class F>
-  void count(F f) {
-    std::lock_guard lock(stats_mutex_);
-    f(stats_);
-  }
-
-  bool enable();
-  void reset();
-  void shutdown();
-  bool fetch(std::uint16_t qid);
-  bool post(std::uint16_t qid, std::uint64_t now, std::uint32_t window);
-  void complete(std::uint16_t sqid, const nvme::command& c, nvme::status s, std::uint32_t dw0,
-                const faults& f);
-  nvme::status execute_admin(const nvme::command& c, std::uint32_t& dw0);
-  nvme::status execute_io(const nvme::command& c, const faults& f);
-  nvme::status identify(const nvme::command& c);
-  nvme::status set_features(const nvme::command& c, std::uint32_t& dw0);
-  nvme::status create_cq(const nvme::command& c);
-  nvme::status create_sq(const nvme::command& c);
-  nvme::status delete_sq(const nvme::command& c);
-  nvme::status delete_cq(const nvme::command& c);
-  nvme::status transfer(const nvme::command& c, bool write);
-
-  device& dev_;
-  device::state& st_;
-  const config& cfg_;
-  int fd_;
-  std::mutex& faults_mutex_;
-  faults& faults_;
-  std::mutex& stats_mutex_;
-  stats& stats_;
-};
 
 bool engine::round() {
   const std::uint32_t cc = read32(bar(), reg::cc);
@@ -547,149 +355,6 @@ bool engine::post(std::uint16_t qid, std::uint64_t now, std::uint32_t window) {
   return any;
 }
 
-nvme::status engine::execute_admin(const nvme::command& c, std::uint32_t& dw0) {
-  if (c.flags != 0) return generic(nvme::sc::invalid_field);  // fused or SGL: unsupported
-  switch (static_cast<nvme::admin_opcode>(c.opc)) {
-    case nvme::admin_opcode::identify:
-      return identify(c);
-    case nvme::admin_opcode::set_features:
-      return set_features(c, dw0);
-    case nvme::admin_opcode::create_io_cq:
-      return create_cq(c);
-    case nvme::admin_opcode::create_io_sq:
-      return create_sq(c);
-    case nvme::admin_opcode::delete_io_sq:
-      return delete_sq(c);
-    case nvme::admin_opcode::delete_io_cq:
-      return delete_cq(c);
-  }
-  return generic(nvme::sc::invalid_opcode);
-}
-
-nvme::status engine::identify(const nvme::command& c) {
-  std::byte* d = st_.identify.data();
-  std::memset(d, 0, page);
-  switch (c.cdw10 & 0xFFu) {
-    case 0x00: {  // namespace (figure 245)
-      if (c.nsid != nsid_one) return generic(nvme::sc::invalid_namespace);
-      const std::uint64_t blocks = dev_.blocks();
-      put<std::uint64_t>(d, 0, blocks);   // NSZE
-      put<std::uint64_t>(d, 8, blocks);   // NCAP
-      put<std::uint64_t>(d, 16, blocks);  // NUSE
-      put<std::uint8_t>(d, 25, 0);        // NLBAF: one format (0-based)
-      put<std::uint8_t>(d, 26, 0);        // FLBAS: format 0, no metadata
-      put<std::uint32_t>(d, 128, std::uint32_t{nvme::block_shift} << 16);  // LBAF0: LBADS 9
-      break;
-    }
-    case 0x01: {                                    // controller (figure 247)
-      put<std::uint16_t>(d, 0, device::vendor_id);  // VID
-      put<std::uint16_t>(d, 2, device::vendor_id);  // SSVID
-      put_text(d, 4, 20, device::serial);           // SN
-      put_text(d, 24, 40, device::model_name);      // MN
-      put_text(d, 64, 8, "1.0");                    // FR
-      put<std::uint8_t>(d, 77, cfg_.mdts);          // MDTS
-      put<std::uint32_t>(d, 80, 0x00010400u);       // VER
-      put<std::uint8_t>(d, 512, 0x66);              // SQES: 64-byte entries
-      put<std::uint8_t>(d, 513, 0x44);              // CQES: 16-byte entries
-      put<std::uint32_t>(d, 516, 1);                // NN: one namespace
-      put<std::uint8_t>(d, 525, 1);                 // VWC: FLUSH means something
-      break;
-    }
-    case 0x02:  // active namespace list
-      put<std::uint32_t>(d, 0, nsid_one);
-      break;
-    default:
-      return generic(nvme::sc::invalid_field);
-  }
-  const nvme::status s = walk_prps(c.prp1, c.prp2, page, st_.segments);
-  if (!s.success()) return s;
-  std::uint32_t at = 0;
-  for (const segment& g : st_.segments) {
-    std::memcpy(g.ptr, d + at, g.bytes);
-    at += g.bytes;
-  }
-  return nvme::status::ok();
-}
-
-nvme::status engine::set_features(const nvme::command& c, std::uint32_t& dw0) {
-  if ((c.cdw10 & 0xFFu) != 0x07) return generic(nvme::sc::invalid_field);  // only the queue count
-  if (st_.io_queues_created) return generic(nvme::sc::command_sequence_error);
-  const std::uint32_t nsqr = c.cdw11 & 0xFFFFu;
-  const std::uint32_t ncqr = c.cdw11 >> 16;
-  if (nsqr == 0xFFFFu || ncqr == 0xFFFFu) return generic(nvme::sc::invalid_field);
-  st_.granted_sqs =
-      static_cast<std::uint16_t>(std::min<std::uint32_t>(nsqr + 1, cfg_.max_io_queues));
-  st_.granted_cqs =
-      static_cast<std::uint16_t>(std::min<std::uint32_t>(ncqr + 1, cfg_.max_io_queues));
-  dw0 = (st_.granted_sqs - 1u) | ((st_.granted_cqs - 1u) << 16);
-  return nvme::status::ok();
-}
-
-nvme::status engine::create_cq(const nvme::command& c) {
-  const std::uint32_t qid = c.cdw10 & 0xFFFFu;
-  const std::uint32_t size = (c.cdw10 >> 16) + 1;
-  if (qid == 0 || qid > st_.granted_cqs || st_.cqs[qid].live)
-    return specific(nvme::sc::invalid_queue_identifier);
-  if (size < 2 || size > cfg_.max_queue_entries) return specific(nvme::sc::invalid_queue_size);
-  if ((c.cdw11 & 1u) == 0) return generic(nvme::sc::invalid_field);  // CAP.CQR: contiguous only
-  if (((read32(bar(), reg::cc) >> cc::iocqes_shift) & 0xFu) != 4)
-    return generic(nvme::sc::invalid_field);  // CC.IOCQES must say 16-byte entries
-  if (c.prp1 == 0) return generic(nvme::sc::invalid_field);
-  if ((c.prp1 & (page - 1)) != 0) return generic(nvme::sc::prp_offset_invalid);
-  auto& cq = st_.cqs[qid];
-  cq = device::state::cq_state{};
-  cq.live = true;
-  cq.base = reinterpret_cast<nvme::completion*>(c.prp1);
-  cq.size = size;
-  // The doorbell of a queue deleted earlier may still hold its last head.
-  write32(bar(), cq_head_doorbell(static_cast<std::uint16_t>(qid), cfg_.dstrd), 0);
-  st_.io_queues_created = true;
-  return nvme::status::ok();
-}
-
-nvme::status engine::create_sq(const nvme::command& c) {
-  const std::uint32_t qid = c.cdw10 & 0xFFFFu;
-  const std::uint32_t size = (c.cdw10 >> 16) + 1;
-  const std::uint32_t cqid = c.cdw11 >> 16;
-  if (qid == 0 || qid > st_.granted_sqs || st_.sqs[qid].live)
-    return specific(nvme::sc::invalid_queue_identifier);
-  if (size < 2 || size > cfg_.max_queue_entries) return specific(nvme::sc::invalid_queue_size);
-  if (cqid == 0 || cqid >= st_.cqs.size() || !st_.cqs[cqid].live)
-    return specific(nvme::sc::completion_queue_invalid);
-  if ((c.cdw11 & 1u) == 0) return generic(nvme::sc::invalid_field);
-  if (((read32(bar(), reg::cc) >> cc::iosqes_shift) & 0xFu) != 6)
-    return generic(nvme::sc::invalid_field);  // CC.IOSQES must say 64-byte entries
-  if (c.prp1 == 0) return generic(nvme::sc::invalid_field);
-  if ((c.prp1 & (page - 1)) != 0) return generic(nvme::sc::prp_offset_invalid);
-  st_.sqs[qid] = {true, reinterpret_cast<const nvme::command*>(c.prp1),
-                  size, static_cast<std::uint16_t>(cqid),
-                  0,    ~0u};
-  write32(bar(), sq_tail_doorbell(static_cast<std::uint16_t>(qid), cfg_.dstrd), 0);
-  ++st_.cqs[cqid].sqs;
-  st_.io_queues_created = true;
-  return nvme::status::ok();
-}
-
-// The model executes a command when it fetches it, so a deleted SQ has
-// nothing in flight to abort; its completions already held still post.
-nvme::status engine::delete_sq(const nvme::command& c) {
-  const std::uint32_t qid = c.cdw10 & 0xFFFFu;
-  if (qid == 0 || qid >= st_.sqs.size() || !st_.sqs[qid].live)
-    return specific(nvme::sc::invalid_queue_identifier);
-  --st_.cqs[st_.sqs[qid].cqid].sqs;
-  st_.sqs[qid].live = false;
-  return nvme::status::ok();
-}
-
-nvme::status engine::delete_cq(const nvme::command& c) {
-  const std::uint32_t qid = c.cdw10 & 0xFFFFu;
-  if (qid == 0 || qid >= st_.cqs.size() || !st_.cqs[qid].live)
-    return specific(nvme::sc::invalid_queue_identifier);
-  if (st_.cqs[qid].sqs != 0) return specific(nvme::sc::invalid_queue_deletion);
-  st_.cqs[qid] = device::state::cq_state{};
-  return nvme::status::ok();
-}
-
 nvme::status engine::execute_io(const nvme::command& c, const faults& f) {
   if (c.flags != 0) return generic(nvme::sc::invalid_field);
   const auto op = static_cast<nvme::opcode>(c.opc);
@@ -734,7 +399,7 @@ nvme::status engine::transfer(const nvme::command& c, bool write) {
   return nvme::status::ok();
 }
 
-}  // namespace
+}  // namespace detail
 
 // Naps when a round finds nothing to do: a few yields first (a driver that
 // just rang a doorbell is served at once), then sleeps growing to 1 ms.
