@@ -148,8 +148,8 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
         // Backing off exponentially here made the lanes of a launch that
         // misses everywhere (each set wanted by eight warps at once) sleep
         // 32 us at a time for a lock held a microsecond: a 1 K-row gather
-        // through a full cache took 540 us of GPU time (28 retries a miss;
-        // H200, bench/python_latency.py --misses).
+        // through a full cache took 540 us of GPU time (7 warps in 8 found
+        // their set locked at first; H200, bench/python_latency.py --misses).
         detail::backoff(cache_ref::contended_backoff_ns);
       } else if (!wrote_back) {
         // Exponential backoff: when more lines are wanted at once than the
