@@ -136,9 +136,13 @@ def stress(ops, threads, batch, controller, deadline_s, seconds):
 
 
 CHILD = r"""
-import sys, time
+import signal, sys, time
 import numpy as np
 import warpstore
+# Ctrl-C raises KeyboardInterrupt, as at a terminal, even where the parent
+# started us with SIGINT ignored (a background job of a shell without job
+# control: Python then leaves SIGINT ignored, and the interrupt never came).
+signal.signal(signal.SIGINT, signal.default_int_handler)
 path, n = sys.argv[1], int(sys.argv[2])
 a = warpstore.open(path, "float32", cache="1MiB", threads=1, direct="off")
 idx = np.random.default_rng(0).integers(0, n, 8_000_000)
