@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "gather.h"
 #include "warpstore/array.cuh"
 
 namespace warpstore::python {
@@ -33,6 +34,13 @@ decltype(auto) with_word(std::size_t n, F&& f) {
 // The positions of a batch whose index is out of range: the smallest one is
 // what the host reports. Starts at no_bad_position.
 inline constexpr std::uint64_t no_bad_position = ~std::uint64_t{0};
+
+// The record a call starts from: no error, no bad position, not cancelled.
+WARPSTORE_HD inline call_record fresh_call_record() {
+  call_record r{};
+  r.first_bad = no_bad_position;
+  return r;
+}
 
 // NumPy's rule: a negative index counts from the end.
 template <class I>

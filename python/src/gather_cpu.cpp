@@ -105,8 +105,7 @@ void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_b
                    std::uint64_t n, void* out, std::uintptr_t, const call_slot& slot,
                    const interrupt_poll& poll, done_hook on_done, bool& queued) {
   call_record& rec = *slot.device;
-  rec = call_record{};
-  rec.first_bad = no_bad_position;
+  rec = fresh_call_record();
   with_word(a.word_bytes(), [&]<class W>() {
     if (index_bytes == 4)
       gather_typed(a, static_cast<const std::int32_t*>(idx), n, static_cast<W*>(out), rec, poll);

@@ -18,21 +18,14 @@ bool target_available() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-namespace {
-// The record a call starts from (the kernel's last block leaves it so).
-call_record fresh_record() {
-  call_record r{};
-  r.first_bad = no_bad_position;
-  return r;
-}
-}  // namespace
-
 call_slot make_call_slot() {
   call_slot s;
   try {
     s.device = static_cast<call_record*>(runtime::alloc_device(sizeof(call_record)));
     s.host = static_cast<call_record*>(runtime::alloc_host_mapped(sizeof(call_record)));
-    const call_record fresh = fresh_record();
+    // The record the first call starts from (each kernel's last block
+    // leaves it so for the next).
+    const call_record fresh = fresh_call_record();
     WARPSTORE_CUDA_TRY(cudaMemcpy(s.device, &fresh, sizeof fresh, cudaMemcpyHostToDevice));
     cudaEvent_t ev = nullptr;
     WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
@@ -140,8 +133,7 @@ __device__ void hand_over_record(call_record* rec, call_record* host) {
   auto* src = reinterpret_cast<unsigned long long*>(rec);
   auto* dst = reinterpret_cast<volatile unsigned long long*>(host);
   for (unsigned w = 0; w < words; ++w) dst[w] = __ldcg(src + w);
-  call_record fresh{};
-  fresh.first_bad = no_bad_position;
+  const call_record fresh = fresh_call_record();
   const auto* f = reinterpret_cast<const unsigned long long*>(&fresh);
   for (unsigned w = 0; w < words; ++w) __stcg(src + w, f[w]);
   __threadfence_system();  // the host copy is out before the kernel ends

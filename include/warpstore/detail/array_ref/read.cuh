@@ -59,18 +59,13 @@ WARPSTORE_HD bool array_ref<T>::read_span(std::uint64_t first, std::uint64_t n, 
     const std::uint64_t line = line_of(i);
     const std::uint64_t line_end = (line + 1) << elems_per_line_log2;
     const std::uint64_t take = (line_end - i < n - done) ? line_end - i : n - done;
+    // Element i onwards of its line, from the cache or (read around) host memory.
+    auto copy_from = [&](const T* src) {
+      for (std::uint64_t k = rank; k < take; k += lanes) out[done + k] = src[k];
+    };
     const detail::line_grant g = with_line<false>(
-        mask, true, line, i,
-        [&](std::uint32_t slot) {
-          const T* src = element_in(slot, i);
-          for (std::uint64_t k = rank; k < take; k += lanes) out[done + k] = src[k];
-        },
-        false,
-        [&](const std::byte* bytes) {
-          const T* src = element_at(bytes, i);
-          for (std::uint64_t k = rank; k < take; k += lanes)
-            out[done + k] = src[k];
-        });
+        mask, true, line, i, [&](std::uint32_t slot) { copy_from(element_in(slot, i)); }, false,
+        [&](const std::byte* bytes) { copy_from(element_at(bytes, i)); });
     all_ok = all_ok && g.ok;
     done += take;
   }

@@ -103,11 +103,10 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
     const bool contended = detail::warp::shfl(mask, is_leader && r.contended, leader);
     const std::uint32_t slot = detail::warp::shfl(mask, r.slot, leader);
     if constexpr (may_read_around) {
-      const std::uint64_t slba = detail::warp::shfl(mask, req.slba, leader);
-      if (pending && got == 4) {
+      if (pending && got == 4) {  // the group's line, the same in every lane of it
         pending = false;
         g.ok = true;
-        around(io.memory.data + (slba << nvme::block_shift));
+        around(io.memory.data + (l.request_for(line, 0).slba << nvme::block_shift));
       }
     }
     if (pending && got != 0) {
