@@ -57,6 +57,10 @@ void run_checkpoint(const parsed_args& args, report& out);
 // Write-ahead log appends: per-warp lock-free regions vs one global lock (log_bench.cu).
 void declare_log(command_spec& cmd);
 void run_log(const parsed_args& args, report& out);
+// GPU threads driving the software NVMe model: reads against the model's
+// capacity, doorbells per command, injected faults (nvme_bench.cu).
+void declare_nvme(command_spec& cmd);
+void run_nvme(const parsed_args& args, report& out);
 
 // ---- shared pieces (bench_setup.cu) ---------------------------------------------
 

@@ -36,6 +36,8 @@ const subcommand subcommands[] = {
      declare_checkpoint, run_checkpoint},
     {"log", "write-ahead log appends: lock-free per-warp regions vs one global lock", declare_log,
      run_log},
+    {"nvme", "GPU threads driving the software NVMe model: reads vs its capacity, doorbells, faults",
+     declare_nvme, run_nvme},
 };
 
 constexpr int exit_ok = 0, exit_error = 1, exit_usage = 2, exit_mismatch = 3;

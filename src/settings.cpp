@@ -89,7 +89,13 @@ std::size_t parse_size(const std::string& text) {
 }
 
 const char* to_string(controller_kind k) {
-  return k == controller_kind::host ? "host" : (k == controller_kind::memory ? "memory" : "auto");
+  switch (k) {
+    case controller_kind::host: return "host";
+    case controller_kind::memory: return "memory";
+    case controller_kind::nvme_model: return "nvme-model";
+    case controller_kind::automatic: break;
+  }
+  return "auto";
 }
 const char* to_string(direct_io d) {
   return d == direct_io::off ? "off" : (d == direct_io::on ? "on" : "auto");
@@ -101,7 +107,8 @@ controller_kind parse_controller(const std::string& s) {
   if (v == "host") return controller_kind::host;
   if (v == "memory") return controller_kind::memory;
   if (v == "auto") return controller_kind::automatic;
-  throw invalid_argument("controller: expected auto, host or memory, got '" + s + "'");
+  if (v == "nvme-model") return controller_kind::nvme_model;
+  throw invalid_argument("controller: expected auto, host, memory or nvme-model, got '" + s + "'");
 }
 direct_io parse_direct(const std::string& s) {
   const std::string v = lower(s);

@@ -14,6 +14,8 @@ namespace warpstore::nvme {
 // devices with 4 KiB sectors still address in 512-byte units.
 inline constexpr std::uint32_t block_size = 512;
 inline constexpr std::uint32_t block_shift = 9;
+// The memory page size of PRPs (CC.MPS = 0): 4 KiB.
+inline constexpr std::uint64_t memory_page = 4096;
 
 // NVM command set opcodes (NVM Command Set Specification, figure 18).
 enum class opcode : std::uint8_t { flush = 0x00, write = 0x01, read = 0x02 };
@@ -158,11 +160,12 @@ WARPSTORE_HD constexpr status dw3_status(std::uint32_t dw3) {
 
 // Points `c` at the contiguous buffer `data`. PRP2 follows the PRP rules for
 // transfers of up to two pages; the host and memory controllers treat PRP1
-// as one contiguous buffer of the whole length (a PRP list is built only for
-// controllers that need one).
+// as one contiguous buffer of the whole length; for a controller that walks
+// PRPs, a transfer over more than two pages takes PRP2 from a PRP list
+// (queue_pair_ref::prp_lists).
 WARPSTORE_HD inline void set_data(command& c, std::uint64_t data) {
   c.prp1 = data;
-  c.prp2 = (data & ~std::uint64_t{4095}) + 4096;
+  c.prp2 = (data & ~(memory_page - 1)) + memory_page;
 }
 
 // Builds a READ or WRITE of `blocks` logical blocks at `slba` into `data`.

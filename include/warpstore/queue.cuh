@@ -41,6 +41,9 @@ struct queue_state {
   std::uint32_t cq_lock;
   std::uint32_t protocol_errors;      // CQEs naming a slot with no command in flight
   std::uint32_t failed;               // set by the first wait that timed out
+  // Doorbell writes of this side (SQ tail, CQ head): how well they coalesce.
+  std::uint64_t sq_doorbells;
+  std::uint64_t cq_doorbells;
 };
 
 // Trivially-copyable view of one queue pair. The controller side reads the
@@ -58,6 +61,13 @@ struct queue_pair_ref {
   std::uint16_t qid;
   std::uint32_t nsid;
   std::uint64_t timeout_ns;
+  // Controllers that walk PRPs (nvme): the device address of slot 0's PRP
+  // list (the pages of its staging buffer after the first; slot s's list
+  // at prp_lists + s * prp_list_stride), used as PRP2 of a transfer over
+  // more than two memory pages. 0: the controller takes PRP1 as one
+  // contiguous buffer (host).
+  std::uint64_t prp_lists;
+  std::uint32_t prp_list_stride;
   // Device-private protocol state.
   queue_state* state;
   std::uint64_t* marks;       // [depth] ticket+1 of the entry written into the slot
@@ -158,8 +168,15 @@ struct queue_pair_ref {
     const std::uint32_t slot = slot_of(ticket);
     cmd.cid = static_cast<std::uint16_t>(slot);
     cmd.nsid = nsid;
-    if (cmd.opc != static_cast<std::uint8_t>(nvme::opcode::flush))
-      nvme::set_data(cmd, reinterpret_cast<std::uint64_t>(staging ? staging_of(ticket) : destination));
+    if (cmd.opc != static_cast<std::uint8_t>(nvme::opcode::flush)) {
+      const auto data =
+          reinterpret_cast<std::uint64_t>(staging ? staging_of(ticket) : destination);
+      nvme::set_data(cmd, data);
+      if (prp_lists != 0 &&
+          (data & (nvme::memory_page - 1)) + (std::uint64_t{cmd.nlb()} << nvme::block_shift) >
+              2 * nvme::memory_page)
+        cmd.prp2 = prp_lists + std::uint64_t{slot} * prp_list_stride;
+    }
     detail::device_atomic<std::uint32_t>(completions[slot]).store(0, detail::memory_order_relaxed);
     write_entry(sq + slot, cmd);
     // System scope: the entry went to host memory, and the thread that rings
@@ -236,6 +253,8 @@ struct queue_pair_ref {
       tail_ref.store(tail, detail::memory_order_release);
       detail::system_atomic<std::uint32_t>(*sq_tail_doorbell)
           .store(static_cast<std::uint32_t>(tail & (depth - 1)), detail::memory_order_release);
+      detail::device_atomic<std::uint64_t>(state->sq_doorbells)
+          .fetch_add(1, detail::memory_order_relaxed);
     }
     lock.store(0, detail::memory_order_release);
   }
@@ -295,6 +314,8 @@ struct queue_pair_ref {
                                                                  detail::memory_order_release);
       detail::system_atomic<std::uint32_t>(*cq_head_doorbell)
           .store(static_cast<std::uint32_t>(head & (depth - 1)), detail::memory_order_release);
+      detail::device_atomic<std::uint64_t>(state->cq_doorbells)
+          .fetch_add(1, detail::memory_order_relaxed);
     }
     lock.store(0, detail::memory_order_release);
   }

@@ -16,7 +16,7 @@ def cli(*args):
 
 def test_info():
     i = json.loads(cli("info", "--json"))
-    assert i["controllers"] == ["host", "memory"] and i["settings"]["line_size"] == 4096
+    assert i["controllers"] == ["host", "memory", "nvme-model"] and i["settings"]["line_size"] == 4096
 
 
 def test_gen(tmp_path):

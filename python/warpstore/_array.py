@@ -681,9 +681,11 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
         (the default: "memory" for a read-only file of at most an eighth of
         host memory with 90 % of its pages in the page cache at open, those
         pages mapped and pinned, no copy; "host" otherwise), "host" (io_uring
-        service threads reading the file) or "memory" (the file in pinned
+        service threads reading the file), "memory" (the file in pinned
         host memory, read by the GPU; stats() says "controller" and
-        "mapped"); deadline is in seconds; direct
+        "mapped") or "nvme-model" (GPU threads drive the software NVMe
+        device over the file: its queues, doorbells and PRPs, no CPU
+        thread of warpstore's on the path); deadline is in seconds; direct
         is "auto" (through the page cache when at least half of a sample of
         the file's pages is cached there at open, else O_DIRECT where the
         file allows it; stats() says which: "direct", "resident_share"),

@@ -7,6 +7,7 @@
 
 #include "controller/host_controller.h"
 #include "controller/memory_controller.h"
+#include "controller/nvme_controller.h"
 #include "controller/residency.h"
 #include "warpstore/controller.h"
 
@@ -49,6 +50,10 @@ std::shared_ptr<controller> make_controller(const std::string& path, const optio
     auto file = std::make_shared<backing_file>(path, direct_io::off, access);
     return std::make_shared<memory_controller>(file, std::max(4u, opts.service_threads),
                                                opts.write_behind_bytes, /*map=*/true);
+  }
+  if (kind == controller_kind::nvme_model) {
+    auto file = std::make_shared<backing_file>(path, direct_io::off, access);
+    return std::make_shared<nvme_controller>(file, opts, opts.line_size);
   }
   auto file = std::make_shared<backing_file>(path, opts.direct, access);
   return std::make_shared<host_controller>(file, opts, opts.line_size);

@@ -66,7 +66,7 @@ device::device(config cfg) : cfg_(std::move(cfg)), st_(std::make_unique<state>()
   if (!bar_) throw runtime_error("nvme model: cannot allocate the register file");
   std::memset(bar_.get(), 0, bar_bytes_);
 
-  fd_ = ::open(cfg_.path.c_str(), O_RDWR | O_CLOEXEC);
+  fd_ = ::open(cfg_.path.c_str(), (cfg_.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
   if (fd_ < 0) throw file_error(errno, "nvme model: cannot open the backing file", cfg_.path);
   struct stat sb {};
   if (::fstat(fd_, &sb) != 0) {
@@ -363,6 +363,9 @@ nvme::status engine::execute_io(const nvme::command& c, const faults& f) {
   if (c.nsid != nsid_one && !(op == nvme::opcode::flush && c.nsid == nsid_all))
     return generic(nvme::sc::invalid_namespace);
   if (f.namespace_not_ready) return generic(nvme::sc::namespace_not_ready, false);
+  if (op == nvme::opcode::write && cfg_.read_only)
+    return generic(nvme::sc::namespace_write_protected);
+  if (op == nvme::opcode::flush && cfg_.read_only) return nvme::status::ok();
   if (op == nvme::opcode::flush)
     return ::fdatasync(fd_) == 0 ? nvme::status::ok() : media(nvme::sc::write_fault);
   return transfer(c, op == nvme::opcode::write);

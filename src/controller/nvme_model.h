@@ -5,11 +5,11 @@
 // I/O queues it creates. Memory addresses in queues and PRPs are host virtual
 // addresses of this process: the model's DMA is a memcpy (a pread/pwrite).
 //
-// It lives next to the controllers because the `nvme` controller (the one
-// that drives a real device through VFIO) will be tested against it, but it
-// is not a warpstore `controller` and no controller uses it: it is built as
-// its own library (warpstore_nvme_model) that only its tests link, so it
-// cannot change anything the library does.
+// It lives next to the controllers because the `nvme` controller
+// (nvme_controller.h) drives it unchanged: `controller="nvme-model"` puts
+// the model over a file and the GPU data path over the model, so every test
+// of the read and write paths runs against a device that walks PRPs, checks
+// LBAs and posts phase-tagged completions the way a real one does.
 //
 // What a real device enforces, it enforces, with the status the
 // specification gives: invalid opcodes and fields, invalid queue identifiers
@@ -23,7 +23,8 @@
 // Not modelled: interrupts (INTMS/INTMC are plain storage; drivers poll),
 // asynchronous events, Get Features / Get Log Page / Abort, SGLs, metadata,
 // more than one namespace, memory page sizes other than 4 KiB, non-contiguous
-// queues (CAP.CQR is 1), several device threads, GPU memory as a PRP target.
+// queues (CAP.CQR is 1), several device threads, GPU memory as a PRP target
+// (the model's DMA is the CPU's: PRPs must be host memory).
 #pragma once
 
 #include <atomic>
@@ -87,8 +88,8 @@ constexpr std::uint32_t cq_head_doorbell(std::uint16_t qid, std::uint32_t dstrd)
 }
 
 struct config {
-  std::string path;                        // backing file, opened read-write; its namespace
-                                           // holds size / 512 blocks
+  std::string path;                        // backing file; its namespace holds size / 512 blocks
+  bool read_only = false;                  // opened read-only; WRITEs get Namespace Is Write Protected
   std::uint32_t max_queue_entries = 1024;  // CAP.MQES + 1, 2..65536
   std::uint16_t max_io_queues = 16;        // most I/O SQs (and CQs) Set Features grants
   std::uint8_t dstrd = 0;                  // CAP.DSTRD: doorbell stride 4 << dstrd

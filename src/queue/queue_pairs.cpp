@@ -12,42 +12,33 @@ namespace {
 constexpr std::uint32_t doorbell_stride = 16;  // 64 bytes between doorbells
 }
 
-queue_pairs::queue_pairs(std::uint32_t count, std::uint32_t depth, std::uint32_t slot_bytes,
-                         bool with_staging, std::uint64_t timeout_ns)
-    : depth_(depth), slot_bytes_(slot_bytes) {
+void queue_pairs::init(std::uint32_t count, bool with_staging, std::uint64_t timeout_ns) {
   if (count == 0 || count > 65535)
     throw invalid_argument("queue pair count must be 1..65535, got " + std::to_string(count));
   // A GPU warp takes up to 32 tickets at once; they must not share a slot.
   const std::uint32_t min_depth = runtime::gpu_build() ? 32 : 2;
-  if (depth < min_depth || depth > max_queue_depth || !std::has_single_bit(depth))
+  if (depth_ < min_depth || depth_ > max_queue_depth || !std::has_single_bit(depth_))
     throw invalid_argument("queue depth must be a power of two in " + std::to_string(min_depth) +
                            ".." + std::to_string(max_queue_depth) + ", got " +
-                           std::to_string(depth));
-  if (slot_bytes == 0 || slot_bytes % nvme::block_size != 0)
+                           std::to_string(depth_));
+  if (slot_bytes_ == 0 || slot_bytes_ % nvme::block_size != 0)
     throw invalid_argument("queue slot size must be a multiple of 512, got " +
-                           std::to_string(slot_bytes));
-  const std::size_t entries = std::size_t{count} * depth;
-  sq_ = runtime::make_host_mapped<nvme::command>(entries);
-  cq_ = runtime::make_host_mapped<nvme::completion>(entries);
-  doorbells_ = runtime::make_host_mapped<std::uint32_t>(std::size_t{count} * 2 * doorbell_stride);
-  if (with_staging) staging_ = runtime::make_host_mapped<std::byte>(entries * slot_bytes);
+                           std::to_string(slot_bytes_));
+  const std::size_t entries = std::size_t{count} * depth_;
+  if (with_staging) staging_ = runtime::make_host_mapped<std::byte>(entries * slot_bytes_);
   state_ = runtime::make_device<queue_state>(count);
   marks_ = runtime::make_device<std::uint64_t>(entries);
   turns_ = runtime::make_device<std::uint64_t>(entries);
   completions_ = runtime::make_device<std::uint32_t>(entries);
 
-  views_.resize(count);
+  views_.assign(count, queue_pair_ref{});
   for (std::uint32_t i = 0; i < count; ++i) {
     queue_pair_ref& v = views_[i];
-    const std::size_t base = std::size_t{i} * depth;
-    v.sq = sq_.get() + base;
-    v.cq = cq_.get() + base;
-    v.sq_tail_doorbell = doorbells_.get() + std::size_t{2 * i} * doorbell_stride;
-    v.cq_head_doorbell = doorbells_.get() + std::size_t{2 * i + 1} * doorbell_stride;
-    v.staging = with_staging ? staging_.get() + base * slot_bytes : nullptr;
-    v.slot_bytes = slot_bytes;
-    v.depth = depth;
-    v.depth_log2 = static_cast<std::uint32_t>(std::countr_zero(depth));
+    const std::size_t base = std::size_t{i} * depth_;
+    v.staging = with_staging ? staging_.get() + base * slot_bytes_ : nullptr;
+    v.slot_bytes = slot_bytes_;
+    v.depth = depth_;
+    v.depth_log2 = static_cast<std::uint32_t>(std::countr_zero(depth_));
     v.qid = static_cast<std::uint16_t>(i + 1);  // 0 is the admin queue in NVMe
     v.nsid = 1;
     v.timeout_ns = timeout_ns;
@@ -56,8 +47,71 @@ queue_pairs::queue_pairs(std::uint32_t count, std::uint32_t depth, std::uint32_t
     v.turns = turns_.get() + base;
     v.completions = completions_.get() + base;
   }
-  device_views_ = runtime::make_device<queue_pair_ref>(count, false);
-  runtime::copy_to_device(device_views_.get(), views_.data(), count * sizeof(queue_pair_ref));
+}
+
+void queue_pairs::publish() {
+  device_views_ = runtime::make_device<queue_pair_ref>(views_.size(), false);
+  runtime::copy_to_device(device_views_.get(), views_.data(),
+                          views_.size() * sizeof(queue_pair_ref));
+}
+
+queue_pairs::queue_pairs(std::uint32_t count, std::uint32_t depth, std::uint32_t slot_bytes,
+                         bool with_staging, std::uint64_t timeout_ns)
+    : depth_(depth), slot_bytes_(slot_bytes) {
+  init(count, with_staging, timeout_ns);
+  const std::size_t entries = std::size_t{count} * depth;
+  sq_ = runtime::make_host_mapped<nvme::command>(entries);
+  cq_ = runtime::make_host_mapped<nvme::completion>(entries);
+  doorbells_ = runtime::make_host_mapped<std::uint32_t>(std::size_t{count} * 2 * doorbell_stride);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    queue_pair_ref& v = views_[i];
+    const std::size_t base = std::size_t{i} * depth;
+    v.sq = sq_.get() + base;
+    v.cq = cq_.get() + base;
+    v.sq_tail_doorbell = doorbells_.get() + std::size_t{2 * i} * doorbell_stride;
+    v.cq_head_doorbell = doorbells_.get() + std::size_t{2 * i + 1} * doorbell_stride;
+  }
+  publish();
+}
+
+queue_pairs::queue_pairs(const std::vector<device_rings>& rings, std::uint32_t depth,
+                         std::uint32_t slot_bytes, std::uint32_t nsid, std::uint64_t timeout_ns)
+    : depth_(depth), slot_bytes_(slot_bytes) {
+  const auto count = static_cast<std::uint32_t>(rings.size());
+  init(count, /*with_staging=*/true, timeout_ns);
+  // A slot's staging starts on a memory page when it is a page or more, so
+  // its pages after the first are whole pages a PRP list can name.
+  const std::uint64_t page = nvme::memory_page;
+  if (slot_bytes > page && slot_bytes % page != 0)
+    throw invalid_argument("queue slot size over a memory page must be a multiple of it, got " +
+                           std::to_string(slot_bytes));
+  const std::uint64_t list_entries = slot_bytes > 2 * page ? slot_bytes / page - 1 : 0;
+  // Each slot's list within one memory page (a list that crossed one would
+  // have its last entry read as a pointer to the next list).
+  const std::uint32_t stride =
+      list_entries == 0 ? 0 : std::bit_ceil(static_cast<std::uint32_t>(list_entries * 8));
+  if (list_entries != 0)
+    prp_lists_ = runtime::make_host_mapped<std::uint64_t>(std::size_t{count} * depth * stride / 8);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    queue_pair_ref& v = views_[i];
+    v.sq = rings[i].sq;
+    v.cq = rings[i].cq;
+    v.sq_tail_doorbell = rings[i].sq_tail_doorbell;
+    v.cq_head_doorbell = rings[i].cq_head_doorbell;
+    v.qid = rings[i].qid;
+    v.nsid = nsid;
+    if (list_entries == 0) continue;
+    std::byte* lists = reinterpret_cast<std::byte*>(prp_lists_.get()) +
+                       std::size_t{i} * depth * stride;
+    v.prp_lists = reinterpret_cast<std::uint64_t>(lists);
+    v.prp_list_stride = stride;
+    for (std::uint32_t s = 0; s < depth; ++s) {
+      auto* list = reinterpret_cast<std::uint64_t*>(lists + std::size_t{s} * stride);
+      const auto slot = reinterpret_cast<std::uint64_t>(v.staging + std::size_t{s} * slot_bytes);
+      for (std::uint64_t e = 0; e < list_entries; ++e) list[e] = slot + (e + 1) * page;
+    }
+  }
+  publish();
 }
 
 std::size_t queue_pairs::staging_bytes() const {
@@ -70,6 +124,17 @@ std::uint64_t queue_pairs::protocol_errors() const {
     queue_state s;
     runtime::copy_to_host(&s, state_.get() + i, sizeof s);
     total += s.protocol_errors;
+  }
+  return total;
+}
+
+queue_pairs::doorbell_count queue_pairs::doorbells() const {
+  doorbell_count total;
+  for (std::uint32_t i = 0; i < count(); ++i) {
+    queue_state s;
+    runtime::copy_to_host(&s, state_.get() + i, sizeof s);
+    total.sq_tail += s.sq_doorbells;
+    total.cq_head += s.cq_doorbells;
   }
   return total;
 }

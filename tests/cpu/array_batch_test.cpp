@@ -30,6 +30,7 @@ struct setup {
 
 std::string name_of(const ::testing::TestParamInfo<setup>& p) {
   if (p.param.kind == controller_kind::memory) return "memory";
+  if (p.param.kind == controller_kind::nvme_model) return "nvme_model";
   return p.param.deliver == delivery::gpu_pull ? "host_pull" : "host_copy";
 }
 
@@ -60,7 +61,8 @@ class ArrayBatch : public ::testing::TestWithParam<setup> {
 INSTANTIATE_TEST_SUITE_P(Controllers, ArrayBatch,
                          ::testing::Values(setup{controller_kind::host, delivery::gpu_pull},
                                            setup{controller_kind::host, delivery::copy_engine},
-                                           setup{controller_kind::memory, delivery::gpu_pull}),
+                                           setup{controller_kind::memory, delivery::gpu_pull},
+                                           setup{controller_kind::nvme_model, delivery::gpu_pull}),
                          name_of);
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "controller/fault_policy.h"
 #include "controller/host_controller.h"
 #include "test_files.h"
+#include "write_cases.h"
 #include "warpstore/array.cuh"
 
 using namespace warpstore;
@@ -219,8 +220,9 @@ TEST_P(ArrayRead, RetiredSourceIdsServeNewArrays) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Controllers, ArrayRead,
-                         ::testing::Values(controller_kind::host, controller_kind::memory),
-                         [](const auto& info) { return std::string(to_string(info.param)); });
+                         ::testing::Values(controller_kind::host, controller_kind::memory,
+                                           controller_kind::nvme_model),
+                         [](const auto& info) { return test::controller_test_name(info.param); });
 
 TEST(ArrayReadLineSizes, SmallestAndLargestLines) {
   test::pattern_file file(4 << 20);

@@ -113,7 +113,8 @@ TEST_P(CheckpointRoundTrip, EveryByteComesBackFromTheNewestCheckpoint) {
 INSTANTIATE_TEST_SUITE_P(Lines, CheckpointRoundTrip,
                          ::testing::Combine(::testing::Values(512u, 4096u, 65536u),
                                             ::testing::Values(controller_kind::host,
-                                                              controller_kind::memory)));
+                                                              controller_kind::memory,
+                                                              controller_kind::nvme_model)));
 
 // Opens g over `path` with b's buffers and commits checkpoints 1 and 2 (b
 // filled with 1, then with 2).

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "test_files.h"
+#include "write_cases.h"
 #include "warpstore/durable/log.cuh"
 
 using namespace warpstore;
@@ -314,10 +315,11 @@ TEST_P(Log, InterruptedRecoveryRerunEndsInTheSameState) {
     const recovery_report rep = log.recover(open(data_path_).get());
     EXPECT_TRUE(rep.completed);
     EXPECT_TRUE(read_whole(data_path_, data_bytes) == data_);
-    // Once the new superblock was written (host controller: in the file;
-    // the memory controller lost it with its pinned copy) the log was empty.
+    // Once the new superblock was written (host and nvme controllers: in the
+    // file; the memory controller lost it with its pinned copy) the log was
+    // empty.
     const bool truncated =
-        stop == recovery_step::superblock_written && GetParam().kind == controller_kind::host;
+        stop == recovery_step::superblock_written && GetParam().kind != controller_kind::memory;
     EXPECT_EQ(rep.entries, truncated ? 0u : 2 + pieces(32) + pieces(4000));
   }
 }
@@ -365,8 +367,9 @@ TEST_P(Log, MisuseAndFullRegionsRaiseNamedErrors) {
 INSTANTIATE_TEST_SUITE_P(Controllers, Log,
                          ::testing::Values(setup{controller_kind::host, 4096},
                                            setup{controller_kind::host, 512},
-                                           setup{controller_kind::memory, 4096}),
+                                           setup{controller_kind::memory, 4096},
+                                           setup{controller_kind::nvme_model, 4096}),
                          [](const ::testing::TestParamInfo<setup>& i) {
-                           return std::string(to_string(i.param.kind)) + "_" +
+                           return test::controller_test_name(i.param.kind) + "_" +
                                   std::to_string(i.param.line_size);
                          });

@@ -1,5 +1,6 @@
 // The controller setups every write test runs against, for the CPU and GPU
-// suites alike: the host controller with each delivery, and the memory one.
+// suites alike: the host controller with each delivery, the memory one, and
+// the nvme one over the software NVMe device.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,12 +19,21 @@ struct write_case {
 inline auto write_cases() {
   return ::testing::Values(write_case{controller_kind::host, delivery::gpu_pull},
                            write_case{controller_kind::host, delivery::copy_engine},
-                           write_case{controller_kind::memory, delivery::gpu_pull});
+                           write_case{controller_kind::memory, delivery::gpu_pull},
+                           write_case{controller_kind::nvme_model, delivery::gpu_pull});
 }
 
-// "host_pull", "host_copy", "memory".
+// A controller's name as a test name may spell it: "nvme-model" -> "nvme_model".
+inline std::string controller_test_name(controller_kind k) {
+  std::string n = to_string(k);
+  for (char& c : n)
+    if (c == '-') c = '_';
+  return n;
+}
+
+// "host_pull", "host_copy", "memory", "nvme_model".
 inline std::string write_case_name(const ::testing::TestParamInfo<write_case>& info) {
-  return std::string(to_string(info.param.kind)) +
+  return controller_test_name(info.param.kind) +
          (info.param.kind == controller_kind::host
               ? std::string("_") + to_string(info.param.deliver)
               : std::string());

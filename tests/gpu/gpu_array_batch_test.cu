@@ -11,6 +11,7 @@
 #include "controller/fault_policy.h"
 #include "controller/host_controller.h"
 #include "test_files.h"
+#include "write_cases.h"
 #include "warpstore/array.cuh"
 #include "warpstore/cuda_check.h"
 
@@ -153,7 +154,11 @@ bool g_overlap, g_pin;
 }  // namespace
 
 INSTANTIATE_TEST_SUITE_P(Controllers, GpuBatch,
-                         ::testing::Values(controller_kind::host, controller_kind::memory));
+                         ::testing::Values(controller_kind::host, controller_kind::memory,
+                                           controller_kind::nvme_model),
+                         [](const ::testing::TestParamInfo<controller_kind>& i) {
+                           return test::controller_test_name(i.param);
+                         });
 
 TEST_P(GpuBatch, WarpsPrefetchWaitAndRead) {
   array<std::uint64_t> a(file_->path(), 0, gpu_options(GetParam()));

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "test_files.h"
+#include "write_cases.h"
 #include "warpstore/array.cuh"
 #include "warpstore/cuda_check.h"
 
@@ -166,9 +167,11 @@ INSTANTIATE_TEST_SUITE_P(
     ControllersAndLines, GpuArrayRead,
     ::testing::Values(read_case{controller_kind::host, 4096}, read_case{controller_kind::memory, 4096},
                       read_case{controller_kind::host, 512}, read_case{controller_kind::memory, 512},
-                      read_case{controller_kind::memory, 65536}),
+                      read_case{controller_kind::memory, 65536},
+                      read_case{controller_kind::nvme_model, 4096}),
     [](const auto& info) {
-      return std::string(to_string(info.param.kind)) + "_" + std::to_string(info.param.line_size);
+      return test::controller_test_name(info.param.kind) + "_" +
+             std::to_string(info.param.line_size);
     });
 
 TEST(GpuArray, ReadSpanAndPinnedLines) {

@@ -132,7 +132,8 @@ TEST_P(GpuCheckpoint, DeviceFormFromUserKernels) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Controllers, GpuCheckpoint,
-                         ::testing::Combine(::testing::Values(controller_kind::host, controller_kind::memory),
+                         ::testing::Combine(::testing::Values(controller_kind::host, controller_kind::memory,
+                                                              controller_kind::nvme_model),
                                             ::testing::Values(4096u, 65536u)));
 
 TEST(GpuCheckpointArray, ArrayAndBufferRoundTrip) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "test_files.h"
+#include "write_cases.h"
 #include "tests/crash/kv_workload.h"
 #include "warpstore/cuda_check.h"
 #include "warpstore/durable/log.cuh"
@@ -226,7 +227,8 @@ TEST_P(GpuLog, KeyValueWorkloadRecoversOnTheGpu) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Controllers, GpuLog,
-                         ::testing::Values(controller_kind::host, controller_kind::memory),
+                         ::testing::Values(controller_kind::host, controller_kind::memory,
+                                           controller_kind::nvme_model),
                          [](const ::testing::TestParamInfo<controller_kind>& i) {
-                           return std::string(to_string(i.param));
+                           return test::controller_test_name(i.param);
                          });

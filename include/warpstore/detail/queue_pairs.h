@@ -1,6 +1,8 @@
 // Owning host object for a controller's queue pairs: allocates the
 // host-visible rings and doorbells (pinned, mapped), the staging buffers and
-// the GPU-private protocol state, and hands out views.
+// the GPU-private protocol state, and hands out views. A controller whose
+// device owns the rings and doorbells (nvme: the queues the driver created,
+// the doorbells in BAR0) passes them in instead.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +20,22 @@ class queue_pairs {
   queue_pairs(std::uint32_t count, std::uint32_t depth, std::uint32_t slot_bytes,
               bool with_staging, std::uint64_t timeout_ns);
 
+  // Rings a device reads and writes, made elsewhere: `depth` entries each,
+  // in memory kernels can reach (mapped), and doorbells kernels can write.
+  struct device_rings {
+    nvme::command* sq;
+    nvme::completion* cq;
+    std::uint32_t* sq_tail_doorbell;
+    std::uint32_t* cq_head_doorbell;
+    std::uint16_t qid;
+  };
+  // Over those rings, with staging and, for a device that walks PRPs, a
+  // PRP list per slot: lines over two memory pages are addressed through
+  // it. Staging and lists are addressed by their virtual address (a device
+  // that sees another address needs a translation here).
+  queue_pairs(const std::vector<device_rings>& rings, std::uint32_t depth, std::uint32_t slot_bytes,
+              std::uint32_t nsid, std::uint64_t timeout_ns);
+
   std::uint32_t count() const { return static_cast<std::uint32_t>(views_.size()); }
   std::uint32_t depth() const { return depth_; }
   std::uint32_t slot_bytes() const { return slot_bytes_; }
@@ -30,6 +48,12 @@ class queue_pairs {
   std::size_t staging_bytes() const;
   // Protocol errors counted by the GPU side (CQEs for slots not in flight).
   std::uint64_t protocol_errors() const;
+  // Doorbell writes of the GPU side, summed over the pairs.
+  struct doorbell_count {
+    std::uint64_t sq_tail = 0;
+    std::uint64_t cq_head = 0;
+  };
+  doorbell_count doorbells() const;
 
  private:
   std::uint32_t depth_;
@@ -38,12 +62,18 @@ class queue_pairs {
   runtime::host_mapped_ptr<nvme::completion> cq_;
   runtime::host_mapped_ptr<std::uint32_t> doorbells_;  // 16 words apart: one line each
   runtime::host_mapped_ptr<std::byte> staging_;
+  runtime::host_mapped_ptr<std::uint64_t> prp_lists_;
   runtime::device_ptr<queue_state> state_;
   runtime::device_ptr<std::uint64_t> marks_;
   runtime::device_ptr<std::uint64_t> turns_;
   runtime::device_ptr<std::uint32_t> completions_;
   std::vector<queue_pair_ref> views_;
   runtime::device_ptr<queue_pair_ref> device_views_;
+
+  // Validates depth and slot size; allocates the device-private state and
+  // fills every view but its rings and doorbells.
+  void init(std::uint32_t count, bool with_staging, std::uint64_t timeout_ns);
+  void publish();
 };
 
 }  // namespace warpstore::detail
