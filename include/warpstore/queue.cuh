@@ -4,7 +4,11 @@
 // counter orders reuse of the slot; the command id is the slot index. A
 // thread writes its entry, then sets the slot's mark. Whoever holds the tail
 // lock moves the tail past every consecutive marked entry and rings the
-// doorbell once for the whole run (coalesced doorbells).
+// doorbell once for the whole run (coalesced doorbells). A short run (under
+// ring_batch entries) while more tickets are out is held back up to
+// ring_hold_ns for the entries behind it: under load, slots free in bursts
+// (a CQ's worth of completions retired at once) and their new owners post
+// within a few microseconds of each other, one doorbell for all of them.
 //
 // Completion: one waiter at a time holds the CQ lock, retires every new CQE in
 // order (phase tag), hands each status to its slot by command id, follows the
@@ -41,6 +45,7 @@ struct queue_state {
   std::uint32_t cq_lock;
   std::uint32_t protocol_errors;      // CQEs naming a slot with no command in flight
   std::uint32_t failed;               // set by the first wait that timed out
+  std::uint64_t hold_since;           // tail lock holder: when a short run was first held back
   // Doorbell writes of this side (SQ tail, CQ head): how well they coalesce.
   std::uint64_t sq_doorbells;
   std::uint64_t cq_doorbells;
@@ -73,6 +78,10 @@ struct queue_pair_ref {
   std::uint64_t* marks;       // [depth] ticket+1 of the entry written into the slot
   std::uint64_t* turns;       // [depth] how many times the slot was released
   std::uint32_t* completions; // [depth] 0 while in flight, else 0x10000 | status
+
+  // Doorbell coalescing (see the top of this file).
+  static constexpr std::uint64_t ring_batch = 32;
+  static constexpr std::uint64_t ring_hold_ns = 4000;
 
   WARPSTORE_HD std::uint32_t slot_of(std::uint64_t ticket) const {
     return static_cast<std::uint32_t>(ticket & (depth - 1));
@@ -151,10 +160,14 @@ struct queue_pair_ref {
           detail::device_atomic<std::uint64_t>(state->sq_head).load(detail::memory_order_acquire);
       const bool head_ok = ticket < head + depth - 1;
       if (turn_ok && head_ok) break;
-      if (!head_ok) {
-        // The head moves only when earlier entries reach the controller and
-        // their completions are retired; their waiters may be parked in this
-        // very warp, so help with both.
+      if (turn_ok) {
+        // The slot is ours but the head has not moved past depth-1 entries
+        // before it: it moves only when earlier entries reach the controller
+        // and their completions are retired, and their waiters may be parked
+        // in this very warp, so help with both. A ticket whose slot is still
+        // another's only waits: that owner is in wait(), which does both
+        // (tens of thousands of far tickets helping would only fight over
+        // the two locks).
         move_tail();
         retire_completions();
       }
@@ -247,7 +260,21 @@ struct queue_pair_ref {
            detail::system_atomic<std::uint64_t>(marks[slot_of(tail)]).load(
                detail::memory_order_acquire) == tail + 1)
       ++tail;
+    detail::device_atomic<std::uint64_t> since(state->hold_since);
+    if (tail != start && tail - start < ring_batch &&
+        detail::device_atomic<std::uint64_t>(state->ticket).load(detail::memory_order_relaxed) >
+            tail) {
+      // A short run with more tickets out: hold it for their entries, a while.
+      const std::uint64_t now = detail::now_ns();
+      const std::uint64_t held = since.load(detail::memory_order_relaxed);
+      if (held == 0 || now - held < ring_hold_ns) {
+        if (held == 0) since.store(now == 0 ? 1 : now, detail::memory_order_relaxed);
+        lock.store(0, detail::memory_order_release);
+        return;
+      }
+    }
     if (tail != start) {
+      since.store(0, detail::memory_order_relaxed);
       // The tail is published before the doorbell: a completion that reports
       // an SQ head up to it must find it (see retire_completions).
       tail_ref.store(tail, detail::memory_order_release);
