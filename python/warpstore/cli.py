@@ -1,7 +1,9 @@
 """The warpstore command line: gen (test files, feature matrices, graphs),
 bench (from a checkout: the gather benchmark, bench/python_gather.py; the
 regime map, bench/python_matrix.py; the core benchmarks through
-warpstore-bench), info (device, controllers, settings)."""
+warpstore-bench), info (device, controllers, settings), nvme doctor (what
+this machine lacks for the bare-metal nvme controller: IOMMU, vfio-pci, the
+device, its group, BAR0, memlock)."""
 import argparse
 import json
 import math
@@ -10,7 +12,7 @@ import shutil
 import subprocess
 import sys
 
-from . import _tools
+from . import _tools, nvme_doctor
 
 
 class _Parser(argparse.ArgumentParser):
@@ -191,6 +193,12 @@ def _info(args):
     return 0
 
 
+def _nvme(args):
+    """nvme doctor: checks read from sysfs, /dev and /proc (nvme_doctor.py);
+    1 when something is MISSING. A bad TARGET is a ValueError: status 2."""
+    return nvme_doctor.run(args)
+
+
 def main(argv=None):
     p = _Parser(prog="warpstore", description=__doc__)
     sub = p.add_subparsers(dest="command", required=True)
@@ -212,9 +220,16 @@ def main(argv=None):
     i = sub.add_parser("info", help="device, controllers, settings")
     i.add_argument("--json", action="store_true")
 
+    n = sub.add_parser("nvme", help="the bare-metal nvme controller (VFIO): doctor")
+    nsub = n.add_subparsers(dest="nvme_command", required=True)
+    d = nsub.add_parser("doctor", help="what this machine lacks for the nvme controller: IOMMU, "
+                        "vfio-pci, the device and its group, BAR0, memlock (docs/NVME.md)")
+    nvme_doctor.add_arguments(d)
+
     args = p.parse_args(argv)
     try:
-        return {"gen": _gen, "bench": _bench, "info": _info}[args.command](args) or 0
+        return {"gen": _gen, "bench": _bench, "info": _info,
+                "nvme": _nvme}[args.command](args) or 0
     except (ValueError, OSError) as e:
         # Bad settings (WARPSTORE_* variables included), files that cannot be
         # written: one line, as for bad arguments.

@@ -54,6 +54,9 @@ nvme_controller::nvme_controller(std::shared_ptr<backing_file> file, const optio
   model.path = file_->path();
   model.read_only = !file_->writable();
   model.max_queue_entries = std::max(model.max_queue_entries, opts.queue_depth);
+  // The model grants what is asked, as a device with that many queues would.
+  model.max_io_queues = static_cast<std::uint16_t>(
+      std::max<std::uint32_t>(model.max_io_queues, wanted));
   model_ = std::make_unique<nvme_model::device>(model);
   const nvme_bar bar{model_->bar(), model_->bar_bytes()};
   bar_ = std::make_unique<bar_mapping>(bar);

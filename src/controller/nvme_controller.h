@@ -34,9 +34,10 @@ namespace warpstore {
 class nvme_controller final : public controller {
  public:
   // The software model over `file` (read-only unless the file was opened
-  // writable), brought up with options.queue_pairs I/O queue pairs of
-  // options.queue_depth entries (as many as it grants; `model` sets what it
-  // grants), `slot_bytes` (the line size) the largest transfer. Raises
+  // writable), brought up with options.queue_pairs I/O queue pairs (0: one
+  // per multiprocessor, at most 128) of options.queue_depth entries (the
+  // model is configured to grant them), `slot_bytes` (the line size) the
+  // largest transfer. Raises
   // invalid_argument for a line the device cannot take in one command, and
   // runtime_error (naming the step) if bring-up fails.
   nvme_controller(std::shared_ptr<backing_file> file, const options& opts, std::uint32_t slot_bytes,
