@@ -7,8 +7,10 @@
 //    the same file, with the same queues and depth, fed by one CPU thread
 //    that keeps every queue full and rings each doorbell once per batch
 //    (the CPU-side driver). Both verify every byte. With the file in the
-//    page cache (`.cold`: nothing cached on the GPU) and, with --disk-requests,
-//    after dropping the file's pages (`.cold.disk`).
+//    page cache (`.cold`: nothing cached on the GPU; the best of --repeat
+//    alternating runs each side, every run in params) and, with
+//    --disk-requests, after dropping the file's pages (`.cold.disk`, run
+//    last, one run each side).
 //  - doorbells: --doorbell-threads GPU threads (1 M) one read each: SQ tail
 //    doorbell writes per command, and CQ head writes per command.
 //  - faults: each misbehaviour the model offers, injected into a fresh
@@ -260,6 +262,7 @@ void run_nvme(const parsed_args& args, report& out) {
     double gpu_best = 1e30, cpu_best = 1e30;
     std::uint64_t mismatches = 0, queues = 0, gpu_doorbells = 0, gpu_commands = 0,
                   cpu_doorbells = 0;
+    json::array gpu_runs, cpu_runs;  // seconds of every run, in order
     const std::uint64_t runs = disk ? 1 : repeat;
     for (std::uint64_t r = 0; r < runs; ++r) {
       const std::uint64_t r0 = r * count;  // fresh requests each run
@@ -272,6 +275,7 @@ void run_nvme(const parsed_args& args, report& out) {
         if (g.failed != 0)
           throw runtime_error("nvme bench: " + std::to_string(g.failed) + " GPU reads failed");
         mismatches += g.mismatches;
+        gpu_runs.push_back(g.seconds);
         if (g.seconds < gpu_best) {
           gpu_best = g.seconds;
           const controller_stats s = ctrl->stats();
@@ -283,6 +287,7 @@ void run_nvme(const parsed_args& args, report& out) {
       const cpu_run c = cpu_driver_reads(file.path, static_cast<std::uint32_t>(queues),
                                          opts.queue_depth, tr.host(), r0, count, req, file.seed);
       mismatches += c.mismatches;
+      cpu_runs.push_back(c.seconds);
       if (c.seconds < cpu_best) {
         cpu_best = c.seconds;
         cpu_doorbells = c.doorbells;
@@ -299,6 +304,8 @@ void run_nvme(const parsed_args& args, report& out) {
                               .add("page_cache", disk ? "dropped before each side" : "warm")
                               .add("gpu_seconds", gpu_best)
                               .add("cpu_seconds", cpu_best)
+                              .add("gpu_seconds_each_run", gpu_runs)
+                              .add("cpu_seconds_each_run", cpu_runs)
                               .add("gpu_gb_per_s", gb_per_s(static_cast<double>(count * request), gpu_best))
                               .add("gpu_doorbells", gpu_doorbells)
                               .add("gpu_commands", gpu_commands)
@@ -312,7 +319,6 @@ void run_nvme(const parsed_args& args, report& out) {
                            true, mismatches, params});
   };
   read_rows("nvme.model." + tag + ".cold", threads, false);
-  if (disk_requests > 0) read_rows("nvme.model." + tag + ".cold.disk", disk_requests, true);
 
   // ---- doorbells under many threads ----
   if (doorbell_threads > 0) {
@@ -405,6 +411,8 @@ void run_nvme(const parsed_args& args, report& out) {
                            std::nullopt, "", true, wrong, params});
     if (!why.str().empty()) out.notes.push_back("nvme faults not survived: " + why.str());
   }
+  // Last: it leaves the file's pages dropped.
+  if (disk_requests > 0) read_rows("nvme.model." + tag + ".cold.disk", disk_requests, true);
   out.notes.push_back("nvme: GPU threads drive the software NVMe model (controller nvme-model); "
                       "the ceiling is the same model fed by a CPU-side driver");
 }

@@ -69,9 +69,11 @@ std::unique_ptr<crash::workload> make(const std::string& name) {
   throw bench::usage_error("unknown workload '" + name + "' (checkpoint or kv)");
 }
 
+// The controller is the host one unless WARPSTORE_CONTROLLER names another
+// (kill trials only: the power-cut layer wraps host controllers).
 options workload_options() {
   options o = options::from_environment();
-  o.controller = controller_kind::host;
+  if (o.controller == controller_kind::automatic) o.controller = controller_kind::host;
   o.writable = true;
   o.direct = direct_io::off;
   o.timeout_ns = 20'000'000'000ull;
@@ -384,6 +386,11 @@ int main(int argc, char** argv) {
     if (workloads == std::vector<std::string>{"all"}) workloads = {"checkpoint", "kv"};
     std::vector<std::string> modes = a.list("mode");
     if (modes == std::vector<std::string>{"all"}) modes = {"kill", "powercut"};
+    if (workload_options().controller != controller_kind::host &&
+        std::find(modes.begin(), modes.end(), "powercut") != modes.end())
+      throw bench::usage_error(std::string("power-cut trials wrap host controllers; with "
+                                           "WARPSTORE_CONTROLLER=") +
+                               to_string(workload_options().controller) + " run --mode kill");
     const std::uint64_t trials = a.count("trials"), states = a.count("states");
     const std::uint64_t jobs = std::max<std::uint64_t>(1, a.count("jobs"));
     std::string root = a.str("dir");

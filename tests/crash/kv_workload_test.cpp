@@ -147,7 +147,10 @@ TEST_P(KvWorkload, GetsSeeSets) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Controllers, KvWorkload,
-                         ::testing::Values(controller_kind::host, controller_kind::memory),
+                         ::testing::Values(controller_kind::host, controller_kind::memory,
+                                           controller_kind::nvme_model),
                          [](const ::testing::TestParamInfo<controller_kind>& i) {
-                           return std::string(to_string(i.param));
+                           return i.param == controller_kind::nvme_model
+                                      ? std::string("nvme_model")
+                                      : std::string(to_string(i.param));
                          });
