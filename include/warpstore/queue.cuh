@@ -79,9 +79,14 @@ struct queue_pair_ref {
   std::uint64_t* turns;       // [depth] how many times the slot was released
   std::uint32_t* completions; // [depth] 0 while in flight, else 0x10000 | status
 
-  // Doorbell coalescing (see the top of this file).
+  // Doorbell coalescing (see the top of this file). WARPSTORE_RING_HOLD_NS=0
+  // at build time turns the hold off (for comparisons).
   static constexpr std::uint64_t ring_batch = 32;
+#ifdef WARPSTORE_RING_HOLD_NS
+  static constexpr std::uint64_t ring_hold_ns = WARPSTORE_RING_HOLD_NS;
+#else
   static constexpr std::uint64_t ring_hold_ns = 4000;
+#endif
 
   WARPSTORE_HD std::uint32_t slot_of(std::uint64_t ticket) const {
     return static_cast<std::uint32_t>(ticket & (depth - 1));
@@ -261,7 +266,7 @@ struct queue_pair_ref {
                detail::memory_order_acquire) == tail + 1)
       ++tail;
     detail::device_atomic<std::uint64_t> since(state->hold_since);
-    if (tail != start && tail - start < ring_batch &&
+    if (ring_hold_ns != 0 && tail != start && tail - start < ring_batch &&
         detail::device_atomic<std::uint64_t>(state->ticket).load(detail::memory_order_relaxed) >
             tail) {
       // A short run with more tickets out: hold it for their entries, a while.
