@@ -272,7 +272,7 @@ struct queue_pair_ref {
       // A short run with more tickets out: hold it for their entries, a while.
       const std::uint64_t now = detail::now_ns();
       const std::uint64_t held = since.load(detail::memory_order_relaxed);
-      if (held == 0 || now - held < ring_hold_ns) {
+      if (held == 0 || now < held + ring_hold_ns) {
         if (held == 0) since.store(now == 0 ? 1 : now, detail::memory_order_relaxed);
         lock.store(0, detail::memory_order_release);
         return;
