@@ -23,8 +23,12 @@ study_nvme() {
   machine_log
   local tests=(gpu_array_read_test gpu_array_write_test gpu_array_batch_test gpu_checkpoint_test
     gpu_log_test gpu_queue_test)
-  gpu_build 6 "${tests[@]}" warpstore-bench
-  if want tests; then gpu_tests gpu-tests.log "${tests[@]}"; fi
+  if want tests; then
+    gpu_build 6 "${tests[@]}" warpstore-bench
+    gpu_tests gpu-tests.log "${tests[@]}"
+  else
+    gpu_build 6 warpstore-bench
+  fi
   if want bench; then
     local json=$root/bench/results/nvme.json
     step "nvme bench"
