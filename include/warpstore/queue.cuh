@@ -5,8 +5,9 @@
 // thread writes its entry, then sets the slot's mark. Whoever holds the tail
 // lock moves the tail past every consecutive marked entry and rings the
 // doorbell once for the whole run (coalesced doorbells). A short run (under
-// ring_batch entries) while more tickets are out is held back up to
-// ring_hold_ns for the entries behind it: under load, slots free in bursts
+// ring_batch entries) while more tickets are out and at least ring_batch
+// commands are in flight is held back up to ring_hold_ns for the entries
+// behind it: under load, slots free in bursts
 // (a CQ's worth of completions retired at once) and their new owners post
 // within a few microseconds of each other, one doorbell for all of them.
 //
@@ -268,8 +269,12 @@ struct queue_pair_ref {
     detail::device_atomic<std::uint64_t> since(state->hold_since);
     if (ring_hold_ns != 0 && tail != start && tail - start < ring_batch &&
         detail::device_atomic<std::uint64_t>(state->ticket).load(detail::memory_order_relaxed) >
-            tail) {
-      // A short run with more tickets out: hold it for their entries, a while.
+            tail &&
+        start - detail::device_atomic<std::uint64_t>(state->cq_head).load(
+                    detail::memory_order_relaxed) >= ring_batch) {
+      // A short run with more tickets out, while the controller has a batch
+      // of commands in hand anyway: hold it for their entries, a while. (A
+      // lightly loaded pair rings at once: there the hold would be latency.)
       const std::uint64_t now = detail::now_ns();
       const std::uint64_t held = since.load(detail::memory_order_relaxed);
       if (held == 0 || now < held + ring_hold_ns) {
