@@ -13,7 +13,8 @@
 #          or gains (queue.cuh, ring_hold_ns): warpstore-bench built a second
 #          time with WARPSTORE_RING_HOLD_NS=0, then `block` random 4 KiB
 #          reads (host controller and nvme-model) at 32 to 256 K threads, the
-#          two builds alternating, 3 runs each, the best kept; rows
+#          two builds alternating (each first in turn), 3 runs each, the
+#          best kept; rows
 #          queues.ring_hold.<controller>.t<threads> in nvme.json (value: with
 #          the hold, ceiling: without).
 study_summary="GPU-driven NVMe over the software model: GPU suite, reads vs capacity, doorbells, faults (nvme.json)"
@@ -53,7 +54,11 @@ study_nvme() {
     for c in host nvme-model; do
       for t in 32 1K 32K 256K; do
         for r in 1 2 3; do
-          for b in hold nohold; do
+          # Either build first in turn: the first run of a pair reads the
+          # file's pages cold in the CPU caches, the second warm.
+          local order="hold nohold"
+          [ $((r % 2)) = 0 ] && order="nohold hold"
+          for b in $order; do
             local bin=$build/bench/warpstore-bench
             [ $b = nohold ] && bin=$nohold/bench/warpstore-bench
             timed "hold-$c-$t-$b-$r" 60 "$bin" block --json "/tmp/hold-$b.json" \
