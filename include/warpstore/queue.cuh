@@ -4,12 +4,9 @@
 // counter orders reuse of the slot; the command id is the slot index. A
 // thread writes its entry, then sets the slot's mark. Whoever holds the tail
 // lock moves the tail past every consecutive marked entry and rings the
-// doorbell once for the whole run (coalesced doorbells). A short run (under
-// ring_batch entries) while more tickets are out and at least ring_batch
-// commands are in flight is held back up to ring_hold_ns for the entries
-// behind it: under load, slots free in bursts
-// (a CQ's worth of completions retired at once) and their new owners post
-// within a few microseconds of each other, one doorbell for all of them.
+// doorbell once for the whole run (coalesced doorbells). Only tickets whose
+// slot is theirs help move the tail (see claim()): under 1 M threads that
+// keeps about one SQ doorbell per 32 commands.
 //
 // Completion: one waiter at a time holds the CQ lock, retires every new CQE in
 // order (phase tag), hands each status to its slot by command id, follows the
@@ -46,7 +43,6 @@ struct queue_state {
   std::uint32_t cq_lock;
   std::uint32_t protocol_errors;      // CQEs naming a slot with no command in flight
   std::uint32_t failed;               // set by the first wait that timed out
-  std::uint64_t hold_since;           // tail lock holder: when a short run was first held back
   // Doorbell writes of this side (SQ tail, CQ head): how well they coalesce.
   std::uint64_t sq_doorbells;
   std::uint64_t cq_doorbells;
@@ -79,15 +75,6 @@ struct queue_pair_ref {
   std::uint64_t* marks;       // [depth] ticket+1 of the entry written into the slot
   std::uint64_t* turns;       // [depth] how many times the slot was released
   std::uint32_t* completions; // [depth] 0 while in flight, else 0x10000 | status
-
-  // Doorbell coalescing (see the top of this file). WARPSTORE_RING_HOLD_NS=0
-  // at build time turns the hold off (for comparisons).
-  static constexpr std::uint64_t ring_batch = 32;
-#ifdef WARPSTORE_RING_HOLD_NS
-  static constexpr std::uint64_t ring_hold_ns = WARPSTORE_RING_HOLD_NS;
-#else
-  static constexpr std::uint64_t ring_hold_ns = 4000;
-#endif
 
   WARPSTORE_HD std::uint32_t slot_of(std::uint64_t ticket) const {
     return static_cast<std::uint32_t>(ticket & (depth - 1));
@@ -266,25 +253,7 @@ struct queue_pair_ref {
            detail::system_atomic<std::uint64_t>(marks[slot_of(tail)]).load(
                detail::memory_order_acquire) == tail + 1)
       ++tail;
-    detail::device_atomic<std::uint64_t> since(state->hold_since);
-    if (ring_hold_ns != 0 && tail != start && tail - start < ring_batch &&
-        detail::device_atomic<std::uint64_t>(state->ticket).load(detail::memory_order_relaxed) >
-            tail &&
-        start - detail::device_atomic<std::uint64_t>(state->cq_head).load(
-                    detail::memory_order_relaxed) >= ring_batch) {
-      // A short run with more tickets out, while the controller has a batch
-      // of commands in hand anyway: hold it for their entries, a while. (A
-      // lightly loaded pair rings at once: there the hold would be latency.)
-      const std::uint64_t now = detail::now_ns();
-      const std::uint64_t held = since.load(detail::memory_order_relaxed);
-      if (held == 0 || now < held + ring_hold_ns) {
-        if (held == 0) since.store(now == 0 ? 1 : now, detail::memory_order_relaxed);
-        lock.store(0, detail::memory_order_release);
-        return;
-      }
-    }
     if (tail != start) {
-      since.store(0, detail::memory_order_relaxed);
       // The tail is published before the doorbell: a completion that reports
       // an SQ head up to it must find it (see retire_completions).
       tail_ref.store(tail, detail::memory_order_release);
