@@ -2,6 +2,8 @@
 // every byte delivered is checked, and a queue nobody serves times out.
 #include <gtest/gtest.h>
 
+#include <utility>
+
 #include "test_files.h"
 #include "warpstore/controller.h"
 #include "warpstore/cuda_check.h"
@@ -41,6 +43,29 @@ __global__ void status_kernel(io_ref io, std::byte* dst, std::uint16_t* out) {
   out[threadIdx.x] = st.raw;
 }
 
+// Launches read_kernel: `threads` threads, each `per_thread` reads of
+// `request` bytes through `ctl`; returns {wrong words, failed commands}.
+std::pair<unsigned long long, unsigned long long> read_through(controller& ctl, unsigned threads,
+                                                               std::uint32_t request,
+                                                               int per_thread) {
+  std::byte* buffers = nullptr;
+  unsigned long long* counters = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&buffers, std::size_t{threads} * request));
+  WARPSTORE_CUDA_TRY(cudaMalloc(&counters, 2 * sizeof *counters));
+  WARPSTORE_CUDA_TRY(cudaMemset(counters, 0, 2 * sizeof *counters));
+  read_kernel<<<threads / 256, 256>>>(ctl.device_ref(), ctl.file().capacity_blocks(),
+                                      request / nvme::block_size, per_thread, buffers, counters,
+                                      counters + 1);
+  WARPSTORE_CHECK_LAUNCH();
+  runtime::synchronize();
+  unsigned long long host[2];
+  WARPSTORE_CUDA_TRY(cudaMemcpy(host, counters, sizeof host, cudaMemcpyDeviceToHost));
+  cudaFree(buffers);
+  cudaFree(counters);
+  ctl.check();
+  return {host[0], host[1]};
+}
+
 struct read_case {
   delivery deliver;
   std::uint32_t request;
@@ -64,23 +89,9 @@ TEST_P(GpuQueue, ManyThreadsFewQueuesEveryByteChecked) {
   o.timeout_ns = 10'000'000'000ull;  // a stall fails the test in seconds
   auto ctl = make_controller(file.path(), o);
   const unsigned threads = GetParam().threads;
-  const std::uint32_t blocks = GetParam().request / nvme::block_size;
-  std::byte* buffers = nullptr;
-  unsigned long long* counters = nullptr;
-  WARPSTORE_CUDA_TRY(cudaMalloc(&buffers, std::size_t{threads} * GetParam().request));
-  WARPSTORE_CUDA_TRY(cudaMalloc(&counters, 2 * sizeof *counters));
-  WARPSTORE_CUDA_TRY(cudaMemset(counters, 0, 2 * sizeof *counters));
-  read_kernel<<<threads / 256, 256>>>(ctl->device_ref(), ctl->file().capacity_blocks(), blocks, 2,
-                                      buffers, counters, counters + 1);
-  WARPSTORE_CHECK_LAUNCH();
-  runtime::synchronize();
-  unsigned long long host[2];
-  WARPSTORE_CUDA_TRY(cudaMemcpy(host, counters, sizeof host, cudaMemcpyDeviceToHost));
-  cudaFree(buffers);
-  cudaFree(counters);
-  ctl->check();
-  EXPECT_EQ(host[1], 0u) << "failed commands";
-  EXPECT_EQ(host[0], 0u) << "wrong words";
+  const auto [wrong, failed] = read_through(*ctl, threads, GetParam().request, 2);
+  EXPECT_EQ(failed, 0u) << "failed commands";
+  EXPECT_EQ(wrong, 0u) << "wrong words";
   EXPECT_EQ(ctl->stats().commands, 2ull * threads);
 }
 
@@ -135,22 +146,9 @@ TEST(GpuNvmeModel, MillionsOfCommandsWrapAroundWithCoalescedDoorbells) {
   o.timeout_ns = 10'000'000'000ull;
   auto ctl = make_controller(file.path(), o);
   const unsigned threads = 1u << 20;
-  std::byte* buffers = nullptr;
-  unsigned long long* counters = nullptr;
-  WARPSTORE_CUDA_TRY(cudaMalloc(&buffers, std::size_t{threads} * 4096));
-  WARPSTORE_CUDA_TRY(cudaMalloc(&counters, 2 * sizeof *counters));
-  WARPSTORE_CUDA_TRY(cudaMemset(counters, 0, 2 * sizeof *counters));
-  read_kernel<<<threads / 256, 256>>>(ctl->device_ref(), ctl->file().capacity_blocks(), 8, 2,
-                                      buffers, counters, counters + 1);
-  WARPSTORE_CHECK_LAUNCH();
-  runtime::synchronize();
-  unsigned long long host[2];
-  WARPSTORE_CUDA_TRY(cudaMemcpy(host, counters, sizeof host, cudaMemcpyDeviceToHost));
-  cudaFree(buffers);
-  cudaFree(counters);
-  ctl->check();
-  EXPECT_EQ(host[1], 0u) << "failed commands";
-  EXPECT_EQ(host[0], 0u) << "wrong words";
+  const auto [wrong, failed] = read_through(*ctl, threads, 4096, 2);
+  EXPECT_EQ(failed, 0u) << "failed commands";
+  EXPECT_EQ(wrong, 0u) << "wrong words";
   const controller_stats s = ctl->stats();
   EXPECT_EQ(s.commands, 2ull * threads);
   EXPECT_GT(s.doorbells, 0u);
