@@ -366,9 +366,23 @@ nvme::status engine::execute_io(const nvme::command& c, const faults& f) {
   if (op == nvme::opcode::write && cfg_.read_only)
     return generic(nvme::sc::namespace_write_protected);
   if (op == nvme::opcode::flush && cfg_.read_only) return nvme::status::ok();
-  if (op == nvme::opcode::flush)
-    return ::fdatasync(fd_) == 0 ? nvme::status::ok() : media(nvme::sc::write_fault);
-  return transfer(c, op == nvme::opcode::write);
+  fault_policy* m = cfg_.media.get();
+  if (m != nullptr && m->covers(op) && m->before_execute(0, c).kind == fault_kind::io_error)
+    return media(op == nvme::opcode::read ? nvme::sc::unrecovered_read : nvme::sc::write_fault);
+  if (op == nvme::opcode::flush) {
+    const std::uint64_t ticket = m != nullptr ? m->flush_starting() : 0;
+    const bool synced = ::fdatasync(fd_) == 0;
+    const bool kept = m == nullptr || m->flush_finished(ticket);
+    return synced && kept ? nvme::status::ok() : media(nvme::sc::write_fault);
+  }
+  if (m == nullptr || op != nvme::opcode::write) return transfer(c, op == nvme::opcode::write);
+  const std::uint64_t offset = c.slba() << nvme::block_shift;
+  const std::uint64_t bytes = std::uint64_t{c.nlb()} << nvme::block_shift;
+  const bool in_range = c.slba() < dev_.blocks() && c.nlb() <= dev_.blocks() - c.slba();
+  if (in_range) m->write_starting(offset, static_cast<std::uint32_t>(bytes));
+  const nvme::status s = transfer(c, true);
+  if (in_range) m->write_finished(offset, static_cast<std::uint32_t>(bytes));
+  return s;
 }
 
 nvme::status engine::transfer(const nvme::command& c, bool write) {

@@ -36,6 +36,7 @@
 #include <string>
 #include <thread>
 
+#include "controller/fault_policy.h"
 #include "warpstore/nvme.h"
 
 namespace warpstore::nvme_model {
@@ -98,6 +99,14 @@ struct config {
   // How long the device takes from CC.EN = 1 to CSTS.RDY = 1 (and back), so
   // drivers that do not wait for RDY fail their tests.
   std::chrono::microseconds ready_delay{2000};
+  // What the medium keeps, for crash tests: the power-cut layer
+  // (powercut.h), consulted as the host controller consults it. Every I/O
+  // command it covers goes through before_execute (an io_error action fails
+  // it with a media status: the power is off); each WRITE's pwrite sits
+  // between write_starting and write_finished, each FLUSH's fdatasync
+  // between flush_starting and flush_finished (false: the FLUSH fails).
+  // Null: the file is the medium.
+  std::shared_ptr<fault_policy> media;
 };
 
 // Misbehaviour on request (inject()). fail_next and drop_next count down as

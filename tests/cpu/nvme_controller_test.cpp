@@ -4,9 +4,10 @@
 // completions. The read and write suites run against it as a third
 // controller (array_read_test, array_write_test, ...); this file covers
 // what is its own: bring-up through make_controller, PRP lists, counters,
-// refusals, and each misbehaviour of the device ending in a clean error,
-// never a hang and never wrong bytes.
+// refusals, each misbehaviour of the device ending in a clean error (never
+// a hang, never wrong bytes), and the power-cut layer as its medium.
 #include "controller/nvme_controller.h"
+#include "controller/powercut.h"
 
 #include <gtest/gtest.h>
 
@@ -209,5 +210,42 @@ INSTANTIATE_TEST_SUITE_P(
         fault_case{"namespace_not_ready",
                    make_faults([](nvme_model::faults& f) { f.namespace_not_ready = true; }), true}),
     [](const ::testing::TestParamInfo<fault_case>& i) { return std::string(i.param.name); });
+
+}  // namespace warpstore
+
+namespace warpstore {
+
+// The power-cut layer as the device's medium: a WRITE flushed before the
+// cut survives it, one not flushed is lost (loss 1), and after the cut every
+// command fails with a media status.
+TEST(NvmeController, PowerCutKeepsFlushedWritesOnly) {
+  test::pattern_file f(1 << 20);
+  auto file = std::make_shared<backing_file>(f.path(), direct_io::off, file_access::read_write);
+  auto layer = std::make_shared<powercut_layer>(file);
+  {
+    nvme_model::config m;
+    m.media = layer;
+    options o = nvme_options();
+    o.writable = true;
+    nvme_controller c(file, o, 4096, m);
+    const io_ref io = c.device_ref();
+    std::vector<std::byte> ones(4096, std::byte{1}), twos(4096, std::byte{2});
+    ASSERT_TRUE(io.write(1u, true, io_request{0, 8, ones.data()}).success());
+    ASSERT_TRUE(io.flush().success());
+    ASSERT_TRUE(io.write(1u, true, io_request{8, 8, twos.data()}).success());
+    EXPECT_GT(layer->volatile_blocks(), 0u);
+    layer->power_off();
+    EXPECT_EQ(io.write(1u, true, io_request{16, 8, twos.data()}).code(), nvme::sc::write_fault);
+    std::vector<std::byte> buf(4096);
+    EXPECT_EQ(io.read(1u, true, io_request{0, 8, buf.data()}).code(), nvme::sc::unrecovered_read);
+    EXPECT_FALSE(io.flush().success());
+  }
+  const powercut_layer::cut_result r = layer->cut(1, 1.0);
+  EXPECT_EQ(r.reverted, 8u);  // the 8 blocks of the un-flushed WRITE
+  const std::vector<std::byte> kept = test::file_bytes_at(f.path(), 0, 4096);
+  EXPECT_EQ(kept, std::vector<std::byte>(4096, std::byte{1}));
+  const std::vector<std::byte> lost = test::file_bytes_at(f.path(), 4096, 8192);
+  EXPECT_EQ(tools::count_mismatches(lost.data(), 4096, lost.size(), 0), 0u);
+}
 
 }  // namespace warpstore

@@ -18,7 +18,9 @@
 //           the time an uninterrupted run takes; in every other trial the
 //           first recovery is killed too, at a random instant, and rerun.
 // powercut: one child runs the workload over host controllers wrapped in the
-//           power-cut layer (src/controller/powercut.h), powers off at a
+//           power-cut layer (src/controller/powercut.h; with
+//           WARPSTORE_CONTROLLER=nvme-model, software NVMe devices whose
+//           medium the layer is), powers off at a
 //           random instant (even trials) or as a random WRITE starts (odd
 //           trials: its number drawn from the WRITEs of an uninterrupted
 //           run, so the cut falls while writes are un-flushed however short
@@ -51,6 +53,7 @@
 #include <vector>
 
 #include "controller/host_controller.h"
+#include "controller/nvme_controller.h"
 #include "controller/powercut.h"
 #include "crash_workload.h"
 #include "support/args.h"
@@ -69,8 +72,9 @@ std::unique_ptr<crash::workload> make(const std::string& name) {
   throw bench::usage_error("unknown workload '" + name + "' (checkpoint or kv)");
 }
 
-// The controller is the host one unless WARPSTORE_CONTROLLER names another
-// (kill trials only: the power-cut layer wraps host controllers).
+// The controller is the host one unless WARPSTORE_CONTROLLER names another:
+// nvme-model runs both kinds of trial (the power-cut layer is then the
+// model's medium), memory kill trials only.
 options workload_options() {
   options o = options::from_environment();
   if (o.controller == controller_kind::automatic) o.controller = controller_kind::host;
@@ -160,6 +164,13 @@ int child_main(const bench::parsed_args& a) {
       std::lock_guard<std::mutex> lock(m);
       if (off) layer->power_off();
       layers.push_back(layer);
+    }
+    if (o.controller == controller_kind::nvme_model) {
+      // The device's own medium: the model consults the layer around its
+      // writes and flushes, as the host controller does.
+      nvme_model::config m;
+      m.media = layer;
+      return std::make_shared<nvme_controller>(file, o, o.line_size, m);
     }
     return std::make_shared<host_controller>(file, o, o.line_size, layer);
   };
@@ -386,11 +397,11 @@ int main(int argc, char** argv) {
     if (workloads == std::vector<std::string>{"all"}) workloads = {"checkpoint", "kv"};
     std::vector<std::string> modes = a.list("mode");
     if (modes == std::vector<std::string>{"all"}) modes = {"kill", "powercut"};
-    if (workload_options().controller != controller_kind::host &&
+    if (workload_options().controller == controller_kind::memory &&
         std::find(modes.begin(), modes.end(), "powercut") != modes.end())
-      throw bench::usage_error(std::string("power-cut trials wrap host controllers; with "
-                                           "WARPSTORE_CONTROLLER=") +
-                               to_string(workload_options().controller) + " run --mode kill");
+      throw bench::usage_error("power-cut trials need a controller with a medium to cut (host "
+                               "or nvme-model); the memory controller's writes live in host "
+                               "memory until make_durable: run --mode kill");
     const std::uint64_t trials = a.count("trials"), states = a.count("states");
     const std::uint64_t jobs = std::max<std::uint64_t>(1, a.count("jobs"));
     std::string root = a.str("dir");
