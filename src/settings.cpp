@@ -153,9 +153,11 @@ const setting table[] = {
     {.name = "ways", .variable = "WARPSTORE_CACHE_WAYS", .flag = "ways", .min = 1, .max = 64,
      .doc = "lines per set, 1 to 64", WARPSTORE_NUMERIC(ways)},
     {.name = "controller", .variable = "WARPSTORE_CONTROLLER", .python = "controller",
-     .flag = "controller", .type = type::choice, .choices = "auto|host|memory",
+     .flag = "controller", .type = type::choice, .choices = "auto|host|memory|nvme-model",
      .doc = "`host` (io_uring service threads); `memory` (the file in pinned host memory: a "
-            "read-only file's page cache mapped and pinned, else a copy); `auto`: `memory` for a "
+            "read-only file's page cache mapped and pinned, else a copy); `nvme-model` (GPU "
+            "threads drive the software NVMe device over the file; never picked by `auto`); "
+            "`auto`: `memory` for a "
             "read-only file at most `WARPSTORE_MAPPED_MAX_BYTES` with at least 90 % of its pages "
             "in the page cache at open, `host` otherwise",
      WARPSTORE_WORD(controller, parse_controller)},
@@ -173,7 +175,7 @@ const setting table[] = {
             "count asked",
      WARPSTORE_NUMERIC(service_threads)},
     {.name = "queue_pairs", .variable = "WARPSTORE_QUEUES", .flag = "queues", .max = 65535,
-     .doc = "host controller queue pairs; 0: one per multiprocessor, at most 128",
+     .doc = "queue pairs of a host or nvme-model controller; 0: one per multiprocessor, at most 128",
      WARPSTORE_NUMERIC(queue_pairs)},
     {.name = "queue_depth", .variable = "WARPSTORE_QUEUE_DEPTH", .flag = "depth", .min = 2,
      .max = max_queue_depth, .power_of_two = true,
