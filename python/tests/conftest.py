@@ -25,7 +25,9 @@ def features(tmp_path):
 SMALL = dict(cache="1MiB", threads=2)
 
 
-@pytest.fixture(params=["host", "memory"])
+# Every controller: the software NVMe device too (GPU threads, or CPU lanes
+# on the CPU backend, drive its queues and doorbells themselves).
+@pytest.fixture(params=["host", "memory", "nvme-model"])
 def controller(request):
     return request.param
 

@@ -5,6 +5,8 @@
 #include "controller/nvme_model.h"
 
 #include <fcntl.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -74,7 +76,15 @@ device::device(config cfg) : cfg_(std::move(cfg)), st_(std::make_unique<state>()
     ::close(fd_);
     throw file_error(err, "nvme model: cannot stat the backing file", cfg_.path);
   }
-  blocks_ = static_cast<std::uint64_t>(sb.st_size) >> nvme::block_shift;
+  // A partial last block counts (as the host controller's namespace does):
+  // past the end of the file it reads as zeros and its writes stop there.
+  file_bytes_ = static_cast<std::uint64_t>(sb.st_size);
+  if (S_ISBLK(sb.st_mode) && ::ioctl(fd_, BLKGETSIZE64, &file_bytes_) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    throw file_error(err, "nvme model: cannot size the block device", cfg_.path);
+  }
+  blocks_ = (file_bytes_ + nvme::block_size - 1) >> nvme::block_shift;
 
   // CAP: MQES 15:0, CQR 16 (contiguous queues required), TO 31:24, DSTRD
   // 35:32, CSS 44:37 (bit 37: the NVM command set), MPSMIN 51:48 and
@@ -376,9 +386,14 @@ nvme::status engine::execute_io(const nvme::command& c, const faults& f) {
     return synced && kept ? nvme::status::ok() : media(nvme::sc::write_fault);
   }
   if (m == nullptr || op != nvme::opcode::write) return transfer(c, op == nvme::opcode::write);
+  // The bytes the WRITE puts in the file (none past its end).
   const std::uint64_t offset = c.slba() << nvme::block_shift;
-  const std::uint64_t bytes = std::uint64_t{c.nlb()} << nvme::block_shift;
-  const bool in_range = c.slba() < dev_.blocks() && c.nlb() <= dev_.blocks() - c.slba();
+  const bool in_range = c.slba() < dev_.blocks() && c.nlb() <= dev_.blocks() - c.slba() &&
+                        offset < dev_.file_bytes();
+  const std::uint64_t bytes =
+      in_range ? std::min<std::uint64_t>(std::uint64_t{c.nlb()} << nvme::block_shift,
+                                         dev_.file_bytes() - offset)
+               : 0;
   if (in_range) m->write_starting(offset, static_cast<std::uint32_t>(bytes));
   const nvme::status s = transfer(c, true);
   if (in_range) m->write_finished(offset, static_cast<std::uint32_t>(bytes));
@@ -399,8 +414,16 @@ nvme::status engine::transfer(const nvme::command& c, bool write) {
   for (const segment& g : st_.segments) {
     std::uint32_t done = 0;
     while (done < g.bytes) {
-      const ssize_t r = write ? ::pwrite(fd_, g.ptr + done, g.bytes - done, offset)
-                              : ::pread(fd_, g.ptr + done, g.bytes - done, offset);
+      if (write && static_cast<std::uint64_t>(offset) >= dev_.file_bytes()) {
+        offset += static_cast<off_t>(g.bytes - done);  // past the end of the file: dropped
+        break;
+      }
+      const std::uint32_t n =
+          write ? static_cast<std::uint32_t>(std::min<std::uint64_t>(
+                      g.bytes - done, dev_.file_bytes() - static_cast<std::uint64_t>(offset)))
+                : g.bytes - done;
+      const ssize_t r = write ? ::pwrite(fd_, g.ptr + done, n, offset)
+                              : ::pread(fd_, g.ptr + done, n, offset);
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) return media(write ? nvme::sc::write_fault : nvme::sc::unrecovered_read);
       if (r == 0) {  // the file shrank under the namespace: what is gone reads as zeros

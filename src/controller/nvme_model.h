@@ -89,7 +89,7 @@ constexpr std::uint32_t cq_head_doorbell(std::uint16_t qid, std::uint32_t dstrd)
 }
 
 struct config {
-  std::string path;                        // backing file; its namespace holds size / 512 blocks
+  std::string path;                        // backing file; its namespace: size / 512 blocks, rounded up
   bool read_only = false;                  // opened read-only; WRITEs get Namespace Is Write Protected
   std::uint32_t max_queue_entries = 1024;  // CAP.MQES + 1, 2..65536
   std::uint16_t max_io_queues = 16;        // most I/O SQs (and CQs) Set Features grants
@@ -154,7 +154,10 @@ class device {
   // BAR0: what a driver maps. At least 16 KiB, 4 KiB aligned.
   std::byte* bar() { return bar_.get(); }
   std::size_t bar_bytes() const { return bar_bytes_; }
-  std::uint64_t blocks() const { return blocks_; }  // namespace 1, 512-byte blocks
+  // Namespace 1 in 512-byte blocks: the file's size, a partial last block
+  // counted (it reads as zeros past the end; writes there stop at the end).
+  std::uint64_t blocks() const { return blocks_; }
+  std::uint64_t file_bytes() const { return file_bytes_; }
 
   // Replaces the misbehaviour switches (the device thread applies them from
   // its next command on), and reads what is left of them.
@@ -179,6 +182,7 @@ class device {
   std::size_t bar_bytes_ = 0;
   std::unique_ptr<std::byte, free_bar> bar_;
   std::uint64_t blocks_ = 0;
+  std::uint64_t file_bytes_ = 0;
   int fd_ = -1;
   mutable std::mutex faults_mutex_;
   faults faults_;

@@ -14,6 +14,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -246,6 +247,33 @@ TEST(NvmeController, PowerCutKeepsFlushedWritesOnly) {
   EXPECT_EQ(kept, std::vector<std::byte>(4096, std::byte{1}));
   const std::vector<std::byte> lost = test::file_bytes_at(f.path(), 4096, 8192);
   EXPECT_EQ(tools::count_mismatches(lost.data(), 4096, lost.size(), 0), 0u);
+}
+
+}  // namespace warpstore
+
+namespace warpstore {
+
+// A file whose size is not a whole number of blocks: its partial last block
+// is in the namespace, reads as zeros past the end, and a WRITE of it stops
+// at the end (the file does not grow).
+TEST(NvmeController, PartialLastBlockEndsAtTheFile) {
+  test::pattern_file f(20000);  // 39 whole blocks and 32 bytes
+  options o = nvme_options();
+  o.writable = true;
+  auto c = open_nvme(f, o);
+  EXPECT_EQ(c->driver().identity().blocks, 40u);
+  const io_ref io = c->device_ref();
+  std::vector<std::byte> block(512, std::byte{0x77});
+  ASSERT_TRUE(io.read(1u, true, io_request{39, 1, block.data()}).success());
+  EXPECT_EQ(tools::count_mismatches(block.data(), 39 * 512, 32, 0), 0u);
+  EXPECT_EQ(std::vector<std::byte>(block.begin() + 32, block.end()),
+            std::vector<std::byte>(480, std::byte{0}));
+  std::vector<std::byte> ab(512, std::byte{0xAB});
+  ASSERT_TRUE(io.write(1u, true, io_request{39, 1, ab.data()}).success());
+  ASSERT_TRUE(io.flush().success());
+  EXPECT_EQ(std::filesystem::file_size(f.path()), 20000u);
+  EXPECT_EQ(test::file_bytes_at(f.path(), 19968, 32), std::vector<std::byte>(32, std::byte{0xAB}));
+  EXPECT_FALSE(io.read(1u, true, io_request{40, 1, block.data()}).success());  // past the namespace
 }
 
 }  // namespace warpstore
