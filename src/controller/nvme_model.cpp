@@ -344,11 +344,14 @@ bool engine::post(std::uint16_t qid, std::uint64_t now, std::uint32_t window) {
     // The SQ head as it is now (a live SQ), so it never moves backwards.
     if (st_.sqs[e.sq_id].live) e.sq_head = static_cast<std::uint16_t>(st_.sqs[e.sq_id].head);
     nvme::completion& slot = cq.base[cq.tail];
-    slot.dw0 = e.dw0;
-    slot.dw1 = 0;
-    slot.sq_head = e.sq_head;
-    slot.sq_id = e.sq_id;
-    // Dword 3 last, released: the driver sees the phase flip only after the rest.
+    // Relaxed word stores: a driver may read the entry while it is
+    // rewritten (one 8-byte load of dwords 2 and 3 on a GPU); dword 3, last,
+    // released: the driver sees the phase flip only after the rest.
+    auto* words = reinterpret_cast<std::uint32_t*>(&slot);
+    std::atomic_ref<std::uint32_t>(words[0]).store(e.dw0, std::memory_order_relaxed);
+    std::atomic_ref<std::uint32_t>(words[1]).store(0, std::memory_order_relaxed);
+    std::atomic_ref<std::uint32_t>(words[2]).store(
+        std::uint32_t{e.sq_head} | (std::uint32_t{e.sq_id} << 16), std::memory_order_relaxed);
     std::atomic_ref<std::uint32_t>(
         *reinterpret_cast<std::uint32_t*>(reinterpret_cast<unsigned char*>(&slot) +
                                           offsetof(nvme::completion, cid)))
