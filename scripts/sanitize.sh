@@ -2,7 +2,8 @@
 # Builds the CPU target and its tests with a sanitizer and runs the protocol
 # tests (cache, arrays, bulk reads, queues against the host controller, block
 # I/O, the submission fuzz loop, the perturbed protocol, the fault scenarios
-# and the software NVMe controller) under it.
+# the software NVMe controller, its driver and the nvme-model controller
+# over it) under it.
 #   scripts/sanitize.sh thread|address
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,5 +24,5 @@ if [ ! -f "$build/CMakeCache.txt" ] && command -v ninja >/dev/null; then generat
 "$WARPSTORE_CMAKE" --build "$build" -j "${JOBS:-$(nproc)}" >/dev/null
 export TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
-"$WARPSTORE_CTEST" --test-dir "$build" -R "Cache|Array|BulkRead|HostController|IoEngine|NvmeModel|block_cpu|SubmissionFuzz|perturbed_protocol|reliability_cpu" --output-on-failure \
+"$WARPSTORE_CTEST" --test-dir "$build" -R "Cache|Array|BulkRead|HostController|IoEngine|Nvme|block_cpu|SubmissionFuzz|perturbed_protocol|reliability_cpu" --output-on-failure \
   -j "${JOBS:-$(nproc)}" --timeout 900
