@@ -178,10 +178,10 @@ OPEN_BAD = [
     ("line-float", P, {"line_size": 4096.0}, ValueError, "line_size"),
     ("line-2**40", P, {"line_size": 2**40}, ValueError, "line_size"),
     # controller
-    ("controller-nvme", P, {"controller": "nvme"}, ValueError, "'host' or 'memory'"),
-    ("controller-upper", P, {"controller": "HOST"}, ValueError, "'host' or 'memory'"),
-    ("controller-empty", P, {"controller": ""}, ValueError, "'host' or 'memory'"),
-    ("controller-int", P, {"controller": 1}, ValueError, "'host' or 'memory'"),
+    ("controller-nvme", P, {"controller": "nvme"}, ValueError, "'memory' or 'nvme-model'"),
+    ("controller-upper", P, {"controller": "HOST"}, ValueError, "'memory' or 'nvme-model'"),
+    ("controller-empty", P, {"controller": ""}, ValueError, "'memory' or 'nvme-model'"),
+    ("controller-int", P, {"controller": 1}, ValueError, "'memory' or 'nvme-model'"),
     # threads
     ("threads-zero", P, {"threads": 0}, ValueError, "positive integer"),
     ("threads-negative", P, {"threads": -1}, ValueError, "positive integer"),
@@ -399,7 +399,7 @@ SETTINGS_BAD = [
     ("line_size", 1000, "line_size"), ("line_size", 2**17, "line_size"),
     ("line_size", 2**33, "line_size"), ("line_size", "4 kilo", "4 kilo"),
     ("line_size", 0, "positive size"),
-    ("controller", "nvme", "'host' or 'memory'"), ("controller", None, "'host' or 'memory'"),
+    ("controller", "nvme", "'memory' or 'nvme-model'"), ("controller", None, "'memory' or 'nvme-model'"),
     ("threads", 0, "positive integer"), ("threads", "8", "positive integer"),
     ("threads", 2.0, "positive integer"), ("threads", 2**32, "threads"),
     ("deadline", 0, "finite positive"), ("deadline", math.nan, "finite positive"),
