@@ -17,9 +17,6 @@
 //    controller under 64 K reading threads; survived when the kernel returns
 //    within a bound (no hang), every read that reported success holds the
 //    file's bytes, and the failure shows up where it was injected.
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -32,8 +29,10 @@
 #include "controller/nvme_controller.h"
 #include "controller/nvme_driver.h"
 #include "controller/nvme_model.h"
+#include "support/files.h"
 #include "support/gpu.cuh"
 #include "support/pattern_file.h"
+#include "support/raw_queue.h"
 #include "support/timing.h"
 #include "warpstore/controller.h"
 #include "warpstore/settings.h"
@@ -58,14 +57,6 @@ __global__ void nvme_read_kernel(io_ref io, trace tr, std::uint64_t threads, std
   }
   const nvme::status st = io.read(0xFFFFFFFFu, live, req);
   if (live) status[tid] = st.raw;
-}
-
-// Drops the file's pages from the page cache (clean pages: no privilege needed).
-void drop_pages(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw file_error(errno, "nvme bench: cannot open", path);
-  ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
 }
 
 struct gpu_run {
@@ -133,19 +124,31 @@ cpu_run cpu_driver_reads(const std::string& path, std::uint32_t queues, std::uin
   const auto& pairs = drv.queue_pairs();
   const std::uint32_t blocks = request >> nvme::block_shift;
 
+  // The rings and doorbells of a pair, as the raw queue helper takes them.
+  auto view_of = [](const nvme_queue_pair& p) {
+    queue_pair_ref v{};
+    v.sq = p.sq;
+    v.cq = p.cq;
+    v.sq_tail_doorbell = p.sq_tail_doorbell;
+    v.cq_head_doorbell = p.cq_head_doorbell;
+    v.depth = p.entries;
+    return v;
+  };
   struct queue {
+    queue(const nvme_queue_pair& pair, const queue_pair_ref& view) : p(pair), raw(view) {}
     nvme_queue_pair p;
-    std::byte* buf;
+    test::raw_queue raw;
+    std::byte* buf = nullptr;
     std::vector<std::uint64_t> request_of;  // by cid
     std::vector<std::uint16_t> free_cids;
     std::uint32_t tail = 0, head = 0, inflight = 0;
     bool phase = true;
   };
-  std::vector<queue> qs(pairs.size());
+  std::vector<queue> qs;
   std::vector<void*> bufs;
-  for (std::size_t i = 0; i < pairs.size(); ++i) {
-    queue& q = qs[i];
-    q.p = pairs[i];
+  for (const nvme_queue_pair& p : pairs) {
+    qs.emplace_back(p, view_of(p));
+    queue& q = qs.back();
     q.buf = static_cast<std::byte*>(mem.alloc(std::size_t{q.p.entries} * request, 4096));
     bufs.push_back(q.buf);
     q.request_of.assign(q.p.entries, 0);
@@ -160,10 +163,7 @@ cpu_run cpu_driver_reads(const std::string& path, std::uint32_t queues, std::uin
       // Reap: every CQE whose phase tag is the current one.
       std::uint32_t reaped = 0;
       for (;;) {
-        nvme::completion& e = q.p.cq[q.head];
-        const std::uint32_t dw3 = std::atomic_ref<std::uint32_t>(
-            *reinterpret_cast<std::uint32_t*>(reinterpret_cast<std::byte*>(&e) + 12))
-                                      .load(std::memory_order_acquire);
+        const std::uint32_t dw3 = q.raw.dw3(q.head);
         if (nvme::dw3_phase(dw3) != q.phase) break;
         const std::uint16_t cid = nvme::dw3_cid(dw3);
         const nvme::status st = nvme::dw3_status(dw3);
@@ -182,23 +182,23 @@ cpu_run cpu_driver_reads(const std::string& path, std::uint32_t queues, std::uin
           q.phase = !q.phase;
         }
       }
-      if (reaped) std::atomic_ref<std::uint32_t>(*q.p.cq_head_doorbell).store(q.head, std::memory_order_release);
+      if (reaped) q.raw.retire(reaped);  // rings the CQ head doorbell at q.head
       // Submit as many as fit (at most entries - 1 outstanding), one doorbell.
       std::uint32_t posted = 0;
       while (q.inflight + 1 < q.p.entries && next < count) {
         const std::uint16_t cid = q.free_cids.back();
         q.free_cids.pop_back();
         q.request_of[cid] = r0 + next;
-        q.p.sq[q.tail] = nvme::make_rw(
-            nvme::opcode::read, cid, drv.options().nsid, tr.index(r0 + next) * blocks, blocks,
-            mem.iova(q.buf + std::size_t{cid} * request));
+        q.raw.write_entry(q.tail, nvme::make_rw(nvme::opcode::read, cid, drv.options().nsid,
+                                                tr.index(r0 + next) * blocks, blocks,
+                                                mem.iova(q.buf + std::size_t{cid} * request)));
         q.tail = (q.tail + 1) % q.p.entries;
         ++q.inflight;
         ++next;
         ++posted;
       }
       if (posted) {
-        std::atomic_ref<std::uint32_t>(*q.p.sq_tail_doorbell).store(q.tail, std::memory_order_release);
+        q.raw.ring_sq_value(q.tail);
         ++run.doorbells;
       }
     }
@@ -269,7 +269,7 @@ void run_nvme(const parsed_args& args, report& out) {
       {
         std::shared_ptr<controller> ctrl = make_controller(file.path, opts);
         queues = ctrl->device_ref().queues.count;
-        if (disk) drop_pages(file.path);
+        if (disk) drop_page_cache(file.path);
         const gpu_run g = gpu_reads(ctrl->device_ref(), tr.device(), r0, count, req, file.seed, false);
         ctrl->check();
         if (g.failed != 0)
@@ -283,7 +283,7 @@ void run_nvme(const parsed_args& args, report& out) {
           gpu_commands = s.commands;
         }
       }
-      if (disk) drop_pages(file.path);
+      if (disk) drop_page_cache(file.path);
       const cpu_run c = cpu_driver_reads(file.path, static_cast<std::uint32_t>(queues),
                                          opts.queue_depth, tr.host(), r0, count, req, file.seed);
       mismatches += c.mismatches;

@@ -85,4 +85,13 @@ double warm_page_cache(const std::string& path, unsigned threads) {
   return bar.seconds();
 }
 
+void drop_page_cache(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) throw std::runtime_error("opening " + path + " to drop its pages");
+  ::fdatasync(fd);
+  const int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  ::close(fd);
+  if (rc != 0) throw std::runtime_error("posix_fadvise(DONTNEED) on " + path + " failed");
+}
+
 }  // namespace warpstore::bench

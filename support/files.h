@@ -21,4 +21,9 @@ std::uint64_t ensure_pattern_file(const std::string& path, std::uint64_t size, s
 // page cache holds it before a buffered-I/O measurement. Returns the seconds taken.
 double warm_page_cache(const std::string& path, unsigned threads = 0);
 
+// Drops the file's pages from the page cache (written back first: dirty
+// pages cannot be dropped), so the next reads come from the device. Raises
+// if the file cannot be opened or the kernel refuses.
+void drop_page_cache(const std::string& path);
+
 }  // namespace warpstore::bench

@@ -16,9 +16,7 @@
 // of the edge bytes. Results (bench/results/apps.json) compare methods by
 // graph edges per second, end to end and compute only; the JSON is rewritten
 // after every method so a run cut short keeps what it measured.
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -39,6 +37,7 @@
 #include "apps/graph/reference.h"
 #include "support/args.h"
 #include "support/cli_main.h"
+#include "support/files.h"
 #include "support/graph/csr.h"
 #include "support/results.h"
 #include "support/table.h"
@@ -153,15 +152,6 @@ struct loaded_graph {
 void read_sections(const config& cfg, const wg::csr_header& h, char* dst) {
   wg::read_file_range(cfg.path, h.offsets_at, h.file_bytes - h.offsets_at, dst + h.offsets_at,
                       cfg.threads);
-}
-
-void drop_page_cache(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) throw std::runtime_error("opening " + path + " to drop its pages");
-  ::fdatasync(fd);  // dirty pages cannot be dropped
-  const int rc = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
-  ::close(fd);
-  if (rc != 0) throw std::runtime_error("posix_fadvise(DONTNEED) on " + path + " failed");
 }
 
 // Loads the graph for a plain-pointer method; returns the load time.
@@ -431,7 +421,7 @@ int run(const config& cfg) {
                       o.service_threads);
         }
         for (const std::string& algo : algos) {
-          if (method == "host-cold") drop_page_cache(cfg.path);
+          if (method == "host-cold") wb::drop_page_cache(cfg.path);
           wb::stopwatch load;
           const std::shared_ptr<controller> ctl = shared ? shared : make_controller(cfg.path, o);
           wb::stopwatch setup;
@@ -448,7 +438,7 @@ int run(const config& cfg) {
           record(method, algo, m);
         }
       } else {
-        if (cold) drop_page_cache(cfg.path);
+        if (cold) wb::drop_page_cache(cfg.path);
         loaded_graph lg;
         const double load_s = load_plain(method, cfg, h, lg);
         for (const std::string& algo : algos) {

@@ -24,18 +24,12 @@ namespace warpstore {
 
 using host_detail::steady_ns;
 
-namespace {
-std::uint32_t queue_count(const options& opts) {
-  return opts.queue_pairs != 0 ? opts.queue_pairs : std::min(runtime::processor_count(), 128u);
-}
-}  // namespace
-
 host_controller::host_controller(std::shared_ptr<backing_file> file, const options& opts,
                                  std::uint32_t slot_bytes, std::shared_ptr<fault_policy> faults)
     : controller(std::move(file)),
       deliver_(opts.deliver),
-      queues_(queue_count(opts), opts.queue_depth, slot_bytes, opts.deliver == delivery::gpu_pull,
-              opts.timeout_ns) {
+      queues_(detail::queue_pairs::count_for(opts), opts.queue_depth, slot_bytes,
+              opts.deliver == delivery::gpu_pull, opts.timeout_ns) {
   faults_ = std::move(faults);
   queue_spread_ = opts.queue_spread;
   if (!file_) throw invalid_argument("host controller: no backing file");

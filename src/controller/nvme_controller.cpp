@@ -39,18 +39,12 @@ nvme_controller::bar_mapping::~bar_mapping() {
   if (base != nullptr) runtime::unregister_host(base);
 }
 
-namespace {
-std::uint32_t queue_count(const options& opts) {
-  return opts.queue_pairs != 0 ? opts.queue_pairs : std::min(runtime::processor_count(), 128u);
-}
-}  // namespace
-
 nvme_controller::nvme_controller(std::shared_ptr<backing_file> file, const options& opts,
                                  std::uint32_t slot_bytes, nvme_model::config model)
     : controller(std::move(file)) {
   if (!file_) throw invalid_argument("nvme-model controller: no backing file");
   queue_spread_ = opts.queue_spread;
-  const std::uint32_t wanted = std::min<std::uint32_t>(queue_count(opts), 65534);
+  const std::uint32_t wanted = std::min<std::uint32_t>(detail::queue_pairs::count_for(opts), 65534);
   model.path = file_->path();
   model.read_only = !file_->writable();
   model.max_queue_entries = std::max(model.max_queue_entries, opts.queue_depth);

@@ -1,5 +1,6 @@
 #include "warpstore/detail/queue_pairs.h"
 
+#include <algorithm>
 #include <bit>
 #include <stdexcept>
 #include <string>
@@ -10,6 +11,10 @@ namespace warpstore::detail {
 
 namespace {
 constexpr std::uint32_t doorbell_stride = 16;  // 64 bytes between doorbells
+}
+
+std::uint32_t queue_pairs::count_for(const options& opts) {
+  return opts.queue_pairs != 0 ? opts.queue_pairs : std::min(runtime::processor_count(), 128u);
 }
 
 void queue_pairs::init(std::uint32_t count, bool with_staging, std::uint64_t timeout_ns) {

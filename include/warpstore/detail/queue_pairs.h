@@ -10,6 +10,7 @@
 
 #include "warpstore/queue.cuh"
 #include "warpstore/runtime.h"
+#include "warpstore/settings.h"
 
 namespace warpstore::detail {
 
@@ -35,6 +36,10 @@ class queue_pairs {
   // that sees another address needs a translation here).
   queue_pairs(const std::vector<device_rings>& rings, std::uint32_t depth, std::uint32_t slot_bytes,
               std::uint32_t nsid, std::uint64_t timeout_ns);
+
+  // How many pairs a controller makes for `opts`: options::queue_pairs, or
+  // one per multiprocessor (processor on the CPU target), at most 128.
+  static std::uint32_t count_for(const options& opts);
 
   std::uint32_t count() const { return static_cast<std::uint32_t>(views_.size()); }
   std::uint32_t depth() const { return depth_; }
