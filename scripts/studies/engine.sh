@@ -45,7 +45,7 @@ study_engine() {
 
   if want tests; then
     gpu_tests gpu-tests.log "${gpu_test_names[@]}"
-    timed pytest 240 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests"
+    timed pytest 360 "$py" -m pytest -q -p no:cacheprovider -rs --durations=15 "$root/python/tests"
   fi
 
   if want stress; then

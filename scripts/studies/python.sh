@@ -1,4 +1,4 @@
-# scripts/gpu.sh python [gather] [bulk] [pytest] [graphsage] [matrix]: the
+# scripts/gpu.sh python [gather] [bulk] [graphsage] [matrix]: the
 # Python package on the GPU, within $BUDGET seconds (default 250; 590 when
 # matrix is named) including the build. Builds
 # the extension (both targets) with CMake into build-gpu and puts it on
@@ -12,7 +12,6 @@
 #              Array.read against KvikIO CuFile.read, where kvikio imports,
 #              and a read into pinned memory plus .to("cuda")), which rewrites
 #              bench/results/bulk.json (copied to $OUT)
-#   pytest     the pytest suite, GPU tests included
 #   graphsage  the GraphSAGE example (warpstore vs GPU memory vs memmap, same
 #              seed; 2 M nodes, 128 float32 features: a 1 GiB file, cache
 #              128 MiB = 1/8; 2 epochs of 30 batches)
@@ -27,8 +26,8 @@
 #              MATRIX_ARGS adds arguments (e.g. --scale 1/8 for a smoke test).
 # BENCH_SIZE, BENCH_BATCH, BENCH_CACHE, BULK_SIZES and GRAPH_NODES shrink it
 # for a smoke test elsewhere. A step skipped for want of time is a failure.
-study_summary="Python package: gather benchmark (gather.json), bulk reads (bulk.json), pytest, GraphSAGE"
-study_steps="gather bulk pytest graphsage matrix"
+study_summary="Python package: gather benchmark (gather.json), bulk reads (bulk.json), GraphSAGE (pytest on the GPU: scripts/gpu.sh engine tests)"
+study_steps="gather bulk graphsage matrix"
 study_budget=250
 tail_lines=25
 skip_fails=1
@@ -63,9 +62,6 @@ study_python() {
       --sizes "${BULK_SIZES:-64MiB,1GiB}" --json "$root/bench/results/bulk.json"
     cp "$root/bench/results/bulk.json" "$out/" 2>/dev/null
     rm -f /tmp/warpstore-bulk.dat
-  fi
-  if want pytest; then
-    timed pytest 45 "$py" -m pytest -q -p no:cacheprovider -rs "$root/python/tests"
   fi
   if want graphsage; then
     local nodes=${GRAPH_NODES:-2000000}

@@ -10,10 +10,18 @@
 namespace warpstore {
 
 void* nvme_controller::mapped_dma_memory::alloc(std::size_t bytes, std::size_t align) {
-  void* p = runtime::alloc_host_mapped(bytes);
-  if ((reinterpret_cast<std::uintptr_t>(p) & (align - 1)) != 0) {
-    runtime::free_host_mapped(p);
-    throw runtime_error("nvme: pinned memory is not " + std::to_string(align) + "-byte aligned");
+  // cudaHostAlloc promises no alignment, and the driver packs small
+  // allocations (a queue's ring) into shared pages: ask for `align` more and
+  // hand out the aligned part, remembering where the allocation starts.
+  void* base = runtime::alloc_host_mapped(bytes + align);
+  const auto at = (reinterpret_cast<std::uintptr_t>(base) + align - 1) & ~(std::uintptr_t{align} - 1);
+  void* p = reinterpret_cast<void*>(at);
+  try {
+    const std::lock_guard lock(mutex_);
+    bases_.emplace(p, base);
+  } catch (...) {
+    runtime::free_host_mapped(base);
+    throw;
   }
   std::memset(p, 0, bytes);
   return p;
@@ -23,7 +31,17 @@ std::uint64_t nvme_controller::mapped_dma_memory::iova(const void* p) const {
   return reinterpret_cast<std::uint64_t>(p);
 }
 
-void nvme_controller::mapped_dma_memory::free(void* p) noexcept { runtime::free_host_mapped(p); }
+void nvme_controller::mapped_dma_memory::free(void* p) noexcept {
+  void* base = nullptr;
+  {
+    const std::lock_guard lock(mutex_);
+    const auto it = bases_.find(p);
+    if (it == bases_.end()) return;  // not ours: nothing to free
+    base = it->second;
+    bases_.erase(it);
+  }
+  runtime::free_host_mapped(base);
+}
 
 nvme_controller::bar_mapping::bar_mapping(const nvme_bar& bar) {
   // The CPU target writes the doorbells with plain stores; a GPU needs the

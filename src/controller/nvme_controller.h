@@ -22,6 +22,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "controller/nvme_driver.h"
 #include "controller/nvme_model.h"
@@ -70,6 +72,10 @@ class nvme_controller final : public controller {
     void* alloc(std::size_t bytes, std::size_t align) override;
     std::uint64_t iova(const void* p) const override;
     void free(void* p) noexcept override;
+
+   private:
+    std::mutex mutex_;
+    std::unordered_map<void*, void*> bases_;  // handed out -> allocated
   };
   // BAR0 registered with the GPU while the controller lives.
   struct bar_mapping {
