@@ -36,6 +36,7 @@
 #include "support/timing.h"
 #include "warpstore/array.cuh"
 #include "warpstore/cuda_check.h"
+#include "warpstore/detail/hash.cuh"
 
 using namespace warpstore;
 using namespace warpstore::bench;
@@ -48,12 +49,11 @@ constexpr int k_step = 32;          // columns of A staged in shared memory at a
 constexpr int loader_warps = tile_rows / 32;
 
 // Deterministic values in [-0.5, 0.5), the same on host and device.
+// (An A file written with another function fails a_file_ok's probes and is
+// written again.)
 __host__ __device__ inline float value_of(std::uint64_t i, std::uint64_t seed) {
-  std::uint64_t x = i * 0x9E3779B97F4A7C15ull + seed;
-  x ^= x >> 31;
-  x *= 0xBF58476D1CE4E5B9ull;
-  x ^= x >> 29;
-  return static_cast<float>(static_cast<std::uint32_t>(x) >> 8) * (1.0f / 16777216.0f) - 0.5f;
+  const std::uint64_t x = detail::mix64(i * detail::golden_gamma + seed);
+  return static_cast<float>(x >> 40) * (1.0f / 16777216.0f) - 0.5f;
 }
 constexpr std::uint64_t a_seed = 1, b_seed = 2;
 

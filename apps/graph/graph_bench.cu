@@ -40,6 +40,7 @@
 #include "support/files.h"
 #include "support/graph/csr.h"
 #include "support/results.h"
+#include "support/setting_options.h"
 #include "support/table.h"
 #include "support/timing.h"
 #include "warpstore/array.cuh"
@@ -57,8 +58,9 @@ struct config {
   std::vector<std::string> methods;
   std::vector<std::string> cold_algorithms;
   double cache_fraction = 0.25;
-  std::uint32_t line_size = 4096;
-  std::uint32_t service_threads = 12;
+  // The library's settings: the environment, then --line-size and
+  // --service-threads (the settings table).
+  options store;
   std::uint32_t iterations = 5;
   bool cc_lower_only = true;  // CC reads only each sorted list's prefix below v
   unsigned threads = 16;
@@ -217,15 +219,14 @@ struct store_setup {
 };
 
 options store_options(const config& cfg, const wg::csr_header& h, controller_kind kind) {
-  options o = options::from_environment();
+  options o = cfg.store;
   o.controller = kind;
-  o.line_size = cfg.line_size;
   o.cache_bytes = static_cast<std::size_t>(cfg.cache_fraction * static_cast<double>(h.edge_bytes())) /
                   (o.line_size * o.ways) * (o.line_size * o.ways);
   // The memory controller has no service threads: make_controller takes its
   // file-loading threads from service_threads, so it gets the CPU threads
   // the baselines read the file with.
-  o.service_threads = kind == controller_kind::memory ? cfg.threads : cfg.service_threads;
+  if (kind == controller_kind::memory) o.service_threads = cfg.threads;
   o.direct = direct_io::off;  // buffered: the page cache is part of the measurement
   return o;
 }
@@ -314,11 +315,11 @@ std::vector<wb::result> comparisons(const table_of& t, const config& cfg, const 
         if (x.has_cache) {
           pb.add("cache_bytes", static_cast<unsigned long long>(
                                     store_options(cfg, h, controller_kind::host).cache_bytes))
-              .add("line_size", cfg.line_size)
+              .add("line_size", cfg.store.line_size)
               .add("hit_rate", wb::round_significant(x.cache.hit_rate(), 4))
               .add("bytes_read", static_cast<unsigned long long>(x.cache.bytes_read))
               .add("value_cache_setup_s", wb::round_significant(x.setup_s, 4))
-              .add("service_threads", cfg.service_threads);
+              .add("service_threads", cfg.store.service_threads);
         }
         if (algo == "pagerank") pb.add("iterations", cfg.iterations);
         if (algo == "cc")
@@ -475,8 +476,6 @@ int main(int argc, char** argv) {
               "hbm, zerocopy, uvm, memory, host, host-cold, zerocopy-cold, run in the order given")
       .option("cold-algorithms", "LIST", "bfs,cc", "algorithms the cold methods run")
       .option("cache-fraction", "F", "0.25", "warpstore cache as a fraction of the edge bytes")
-      .option("line-size", "BYTES", "4K", "warpstore cache line size")
-      .option("service-threads", "N", "12", "host controller service threads")
       .option("iterations", "N", "5", "PageRank iterations")
       .option("cc-edges", "lower|all", "lower",
               "CC reads the prefix of each sorted list below the vertex (each undirected edge "
@@ -487,6 +486,10 @@ int main(int argc, char** argv) {
               "write the CPU references there (scripts/graph_check_scipy.py checks them)")
       .option("json", "PATH", std::string(WARPSTORE_SOURCE_DIR) + "/bench/results/apps.json",
               "results file to merge into (\"\" for none)");
+  // The library settings it sets, with this study's defaults (the table gives
+  // the flags, their syntax and range checks).
+  wb::declare_options(p.common(), {{"line_size", "4K", "warpstore cache line size"},
+                                   {"service_threads", "12", "host controller service threads"}});
   return tools::cli_main(p, "warpstore-graph", argc, argv, [&](const wb::parsed_args& a) {
     config c;
     c.path = a.positional("GRAPH");
@@ -499,8 +502,7 @@ int main(int argc, char** argv) {
     c.cache_fraction = a.real("cache-fraction");
     if (c.cache_fraction <= 0 || c.cache_fraction > 1)
       throw wb::usage_error("--cache-fraction must be in (0, 1]");
-    c.line_size = static_cast<std::uint32_t>(a.size("line-size"));
-    c.service_threads = static_cast<std::uint32_t>(a.count("service-threads"));
+    c.store = wb::apply_options(a);
     c.iterations = static_cast<std::uint32_t>(a.count("iterations"));
     const std::string cc_edges = a.str("cc-edges");
     if (cc_edges != "lower" && cc_edges != "all")

@@ -26,6 +26,7 @@
 #include "support/cli_main.h"
 #include "support/graph/csr.h"
 #include "support/results.h"
+#include "support/setting_options.h"
 #include "support/taxi/taxi.h"
 #include "support/timing.h"
 #include "warpstore/array.cuh"
@@ -42,9 +43,10 @@ struct config {
   std::vector<unsigned> queries;
   double query_selectivity = 0.01;
   std::vector<double> sweep;
-  std::uint64_t cache_bytes = 0;
-  std::uint32_t line_size = 65536;
-  std::uint32_t queue_depth = 64;   // staging is queues x depth x line per column file
+  // The library's settings: the environment, then --cache-bytes, --line-size,
+  // --depth and --controller (the settings table). Staging is queues x depth
+  // x line per column file.
+  options store;
   std::uint64_t chunk_rows = 1024;  // rows a warp scans at a time, both sides
   std::string tag;                  // appended to the results' names
   // Every column's controller keeps its service threads busy during Q5: all
@@ -60,7 +62,6 @@ struct config {
   // Variants that isolated the wrong-answer bug (array_ref::calling_mask).
   apps::further_read further = apps::further_read::divergent;
   bool cache_per_column = false;  // one cache per column instead of one shared
-  controller_kind controller = controller_kind::host;
   unsigned repeat = 1;            // runs of each side per query (any wrong one counts; medians)
   bool diagnose = true;           // rerun with fewer columns after a wrong answer
 };
@@ -141,11 +142,7 @@ struct fullload {
 };
 
 options store_options(const config& cfg, unsigned column) {
-  options o = options::from_environment();
-  o.controller = cfg.controller;
-  o.cache_bytes = cfg.cache_bytes;
-  o.line_size = cfg.line_size;
-  o.queue_depth = cfg.queue_depth;
+  options o = cfg.store;
   o.direct = direct_io::off;  // the page cache serves both sides
   o.service_threads = column == 0 ? cfg.distance_threads : cfg.column_threads;
   return o;
@@ -331,14 +328,14 @@ int run(const config& cfg) {
                      .add("ceiling_s", wb::round_significant(b.seconds, 4))
                      .add("warpstore_bytes_read", static_cast<unsigned long long>(w.bytes_read))
                      .add("fullload_bytes", static_cast<unsigned long long>(b.bytes_read))
-                     .add("cache_bytes", static_cast<unsigned long long>(cfg.cache_bytes))
-                     .add("line_size", cfg.line_size)
+                     .add("cache_bytes", static_cast<unsigned long long>(cfg.store.cache_bytes))
+                     .add("line_size", cfg.store.line_size)
                      .add("chunk_rows", static_cast<unsigned long long>(cfg.chunk_rows))
-                     .add("queue_depth", cfg.queue_depth)
+                     .add("queue_depth", cfg.store.queue_depth)
                      .add("direct_io", "off (page cache, as the full load reads)")
                      .add("further_read", to_string(cfg.further))
                      .add("cache_per_column", cfg.cache_per_column)
-                     .add("controller", warpstore::to_string(cfg.controller))
+                     .add("controller", warpstore::to_string(cfg.store.controller))
                      .add("repeat", cfg.repeat)
                      .add("service_threads", std::to_string(cfg.distance_threads) + " (distance), " +
                                                  std::to_string(cfg.column_threads) + " (each other column)")
@@ -369,13 +366,7 @@ int main(int argc, char** argv) {
       .option("query-selectivity", "F", "0.01", "fraction of trips selected for --queries")
       .option("sweep", "LIST", "0.001,0.005,0.01,0.05,0.1,0.25,0.5",
               "selectivities Q5 is swept over")
-      .option("cache-bytes", "BYTES", "2G", "warpstore cache")
-      .option("line-size", "BYTES", "64K",
-              "warpstore cache line size (every distance line is read: large lines mean fewer "
-              "requests)")
       .option("chunk-rows", "N", "1024", "rows a warp scans at a time (both sides)")
-      .option("queue-depth", "N", "64",
-              "host controller queue depth (pinned staging per column: queues x depth x line size)")
       .option("tag", "NAME", "", "appended to the results' names (variants of the study)")
       .option("distance-threads", "N", "10",
               "host controller service threads for the distance column")
@@ -390,10 +381,20 @@ int main(int argc, char** argv) {
               "pinned), "
               "converged (all lanes, read_masked), released (column-0 line unpinned first)")
       .flag("cache-per-column", "one cache per column (each --cache-bytes) instead of one shared")
-      .option("controller", "KIND", "host", "warpstore controller: host or memory")
       .option("repeat", "N", "1",
               "runs of each side per query, alternating, each checked (medians reported)")
       .option("diagnose", "on|off", "on", "after a wrong answer, rerun with fewer further columns");
+  // The library settings it sets, with this study's defaults (the table gives
+  // the flags, their syntax and range checks).
+  wb::declare_options(p.common(),
+                      {{"cache_bytes", "2G", "warpstore cache"},
+                       {"line_size", "64K",
+                        "warpstore cache line size (every distance line is read: large lines mean "
+                        "fewer requests)"},
+                       {"queue_depth", "64",
+                        "host controller queue depth (pinned staging per column: queues x depth x "
+                        "line size)"},
+                       {"controller", "host", "warpstore controller of each column file"}});
   return tools::cli_main(p, "warpstore-taxi", argc, argv, [&](const wb::parsed_args& a) {
     config c;
     c.dir = a.positional("TABLE");
@@ -405,10 +406,8 @@ int main(int argc, char** argv) {
     }
     c.query_selectivity = a.real("query-selectivity");
     for (const std::string& s : a.list("sweep")) c.sweep.push_back(std::stod(s));
-    c.cache_bytes = a.size("cache-bytes");
-    c.line_size = static_cast<std::uint32_t>(a.size("line-size"));
+    c.store = wb::apply_options(a);
     c.chunk_rows = std::max<std::uint64_t>(1, a.count("chunk-rows"));
-    c.queue_depth = static_cast<std::uint32_t>(a.count("queue-depth"));
     c.tag = a.str("tag");
     c.distance_threads = static_cast<std::uint32_t>(a.count("distance-threads"));
     c.column_threads = static_cast<std::uint32_t>(a.count("column-threads"));
@@ -417,7 +416,6 @@ int main(int argc, char** argv) {
     c.command = a.command_line();
     c.further = parse_further(a.str("further-read"));
     c.cache_per_column = a.flag("cache-per-column");
-    c.controller = parse_controller(a.str("controller"));
     c.repeat = static_cast<unsigned>(std::max<std::uint64_t>(1, a.count("repeat")));
     const std::string d = a.str("diagnose");
     if (d != "on" && d != "off") throw wb::usage_error("--diagnose: on or off, not " + d);

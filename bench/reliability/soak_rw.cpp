@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "support/pattern.cuh"
+#include "support/setting_options.h"
 #include "warpstore/runtime.h"
 
 namespace warpstore::reliability {
@@ -284,7 +285,7 @@ rw_setup rw_setup_from(const bench::parsed_args& args, const std::string& target
   s.writers = args.count("rw-writers");
   s.ops = static_cast<std::uint32_t>(args.count("rw-ops"));
   s.rounds = static_cast<std::uint32_t>(args.count("rw-rounds"));
-  s.timeout_ns = std::max<std::uint64_t>(args.count("timeout-ms"), 1) * 1'000'000ull * 4;
+  s.timeout_ns = bench::apply_options(args, options{}).timeout_ns * 4;  // --timeout-ms
   s.target = target;
   return s;
 }

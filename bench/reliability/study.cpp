@@ -5,6 +5,7 @@
 
 #include "bench/reliability/reliability.h"
 #include "support/pattern_file.h"
+#include "support/setting_options.h"
 
 namespace warpstore::reliability {
 
@@ -18,10 +19,13 @@ bench::arg_parser make_parser(const target& t) {
            "results file (merged)")
       .option("dir", "DIR", "/tmp", "where scratch files go")
       .option("file-size", "BYTES", "8M", "size of the fault scenarios' file")
-      .option("reads", "N", "16K", "random element reads per fault scenario")
-      .option("cache", "BYTES", "256K", "cache of the fault scenarios (1/32 of the file)")
-      .option("timeout-ms", "MS", "3000", "deadline of every wait in the fault scenarios")
-      .option("kinds", "LIST", "io_error,short_transfer,stall,delay,reorder,thread_death",
+      .option("reads", "N", "16K", "random element reads per fault scenario");
+  // Library settings, from the settings table (flags, syntax, range checks).
+  bench::declare_options(
+      c, {{"cache_bytes", "256K", "cache of the fault scenarios (1/32 of the file)"},
+          {"timeout_ns", "3000", "deadline of every wait in the fault scenarios and, 4 times it, "
+                                 "of the read/write soak"}});
+  c.option("kinds", "LIST", "io_error,short_transfer,stall,delay,reorder,thread_death",
               "fault kinds to inject")
       .option("model-states", "N", "0", "states Spin explored (scripts/reliability.sh)")
       .option("model-depths", "TEXT", "", "queue depths and threads the model covered")
@@ -41,8 +45,11 @@ bench::arg_parser make_parser(const target& t) {
   return p;
 }
 
+// scenario_options with --cache-bytes and --timeout-ms (not the environment:
+// the scenarios are the same everywhere).
 options fault_options(const bench::parsed_args& args) {
-  return scenario_options(args.size("cache"), 4, 2, args.count("timeout-ms") * 1'000'000ull);
+  const options o = bench::apply_options(args, options{});
+  return scenario_options(o.cache_bytes, 4, 2, o.timeout_ns);
 }
 
 bench::result count_entry(const std::string& name, double value, const std::string& unit,

@@ -71,7 +71,7 @@ study_apps() {
   # The same Q5 sweep with the 4 KiB lines of the first run (its default), to
   # show what the 64 KiB lines change (results tagged .line4k).
   timed taxi-line4k 30/20 "$bin/warpstore-taxi" "$taxi" --layout zone --queries 5 --sweep 0.001,0.05,0.5 \
-    --line-size 4K --queue-depth 256 --tag line4k --json "$json"
+    --line-size 4K --depth 256 --tag line4k --json "$json"
 
   # Optional, as the budget allows: cold graph runs, and Q5 on a table whose
   # long trips are scattered (the layout warpstore cannot exploit).

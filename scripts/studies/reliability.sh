@@ -23,9 +23,10 @@ study_reliability() {
 
   # compute-sanitizer on a small run: two fault kinds, small soaks, few threads
   # (the read/write soak's cache must hold one set of 16 lines of 64 KiB).
-  local small=(--no-json --no-hostile --kinds io_error,stall --reads 2K --file-size 2M --cache 64K
-               --timeout-ms 2000 --soak-bytes 16M --soak-file 128M --soak-cache 4M --pressure-threads 0
-               --rw-file 32M --rw-cache 1M --rw-writers 32 --rw-ops 16 --rw-rounds 1 --dir /tmp)
+  local small=(--no-json --no-hostile --kinds io_error,stall --reads 2K --file-size 2M
+               --cache-bytes 64K --timeout-ms 2000 --soak-bytes 16M --soak-file 128M --soak-cache 4M
+               --pressure-threads 0 --rw-file 32M --rw-cache 1M --rw-writers 32 --rw-ops 16 --rw-rounds 1
+               --dir /tmp)
   local clean=() tool sanitizer
   sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
   if want sanitizer; then

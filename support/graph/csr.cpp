@@ -15,6 +15,8 @@
 #include <system_error>
 #include <thread>
 
+#include "warpstore/detail/hash.cuh"
+
 namespace warpstore::graph {
 namespace {
 
@@ -53,12 +55,8 @@ void parallel_for(unsigned threads, std::uint64_t n, Fn&& fn) {
   });
 }
 
-std::uint64_t splitmix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// splitmix64's output for state x (the generated graphs depend on it).
+std::uint64_t splitmix(std::uint64_t x) { return detail::mix64(x + detail::golden_gamma); }
 
 // A bijection on [0, 2^bits): odd multipliers and xor-shifts, each invertible.
 std::uint64_t scramble(std::uint64_t v, unsigned bits, std::uint64_t seed) {

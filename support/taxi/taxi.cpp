@@ -10,16 +10,13 @@
 #include <thread>
 
 #include "support/graph/csr.h"
+#include "warpstore/detail/hash.cuh"
 
 namespace warpstore::taxi {
 namespace {
 
-std::uint64_t mix(std::uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// splitmix64's output for state x (the generated tables depend on it).
+std::uint64_t mix(std::uint64_t x) { return detail::mix64(x + detail::golden_gamma); }
 
 // Uniform in [0, 1) from 24 bits of `bits` starting at `shift`.
 float unit(std::uint64_t bits, unsigned shift) {

@@ -13,6 +13,7 @@
 #include "test_files.h"
 #include "warpstore/array.cuh"
 #include "warpstore/cuda_check.h"
+#include "warpstore/detail/hash.cuh"
 #include "warpstore/durable/checkpoint.cuh"
 
 namespace {
@@ -29,10 +30,10 @@ options gpu_options(controller_kind kind, std::uint32_t line) {
   return o;
 }
 
+// Word i of buffer b for `seed`: what fill writes and count_bad expects.
 __device__ std::uint32_t value(std::uint32_t b, std::uint64_t i, std::uint32_t seed) {
-  std::uint64_t z = (std::uint64_t{b} << 40) + i + std::uint64_t{seed} * 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  return static_cast<std::uint32_t>(z ^ (z >> 31));
+  return static_cast<std::uint32_t>(
+      detail::mix64((std::uint64_t{b} << 40) + i + std::uint64_t{seed} * detail::golden_gamma));
 }
 
 __global__ void fill(std::uint32_t* p, std::uint64_t n, std::uint32_t b, std::uint32_t seed) {
