@@ -6,14 +6,18 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "support/args.h"
 #include "support/pattern_file.h"
 #include "warpstore/array.cuh"
+#include "warpstore/launch.cuh"
+#include "warpstore/runtime.h"
 
 namespace demo {
 
@@ -69,6 +73,40 @@ inline void ensure_file(const config& c) {
                                          std::fprintf(stderr, "\r  %3.0f%%", 100.0 * done / total);
                                          if (done == total) std::fputc('\n', stderr);
                                        });
+}
+
+// The gather: lane k of the launch reads random elements k, k + lanes, ...
+// of the `reads`, verifies each and adds the wrong ones to *wrong.
+struct gather_body {
+  warpstore::array_ref<std::uint64_t> a;
+  std::uint64_t reads;
+  unsigned long long* wrong;  // device memory
+
+  WARPSTORE_HD void operator()(std::uint64_t w, std::uint64_t n) const {
+    namespace warp = warpstore::detail::warp;
+    unsigned long long bad = 0;
+    for (std::uint64_t k = w * warp::size + warp::lane(); k < reads; k += n * warp::size) {
+      const std::uint64_t i = warpstore::tools::pattern_word(k * 8, 12345) % a.size();
+      bad += a[i] != warpstore::tools::pattern_word(i * 8);
+    }
+    if (bad)
+      warpstore::detail::device_atomic<unsigned long long>(*wrong).fetch_add(
+          bad, warpstore::detail::memory_order_relaxed);
+  }
+};
+
+// Gathers on `warps` warps (run_warps), then checks the array; the seconds
+// the gather took and the wrong elements.
+inline std::pair<double, std::uint64_t> gather(const warpstore::array<std::uint64_t>& a,
+                                               const config& c, std::uint64_t warps) {
+  auto wrong = warpstore::runtime::make_device<unsigned long long>(1);
+  const auto t0 = std::chrono::steady_clock::now();
+  warpstore::run_warps(warps, gather_body{a.ref(), c.reads, wrong.get()});
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  unsigned long long bad = 0;
+  warpstore::runtime::copy_to_host(&bad, wrong.get(), sizeof bad);
+  a.check();
+  return {s, bad};
 }
 
 inline int report(const config& c, const char* device, const char* controller, double seconds,

@@ -1,23 +1,23 @@
-// Running an algorithm body (algorithms.cuh) over every warp of a launch.
+// Running an algorithm body (algorithms.cuh) over every warp of a launch on
+// the CPU target: run_warps on std::threads, each a warp of one lane.
 #pragma once
 
-#include <algorithm>
+#if defined(__CUDACC__)
+#error "apps/graph/launch.h is the CPU target's: code compiled by nvcc uses gpu_launch.cuh"
+#endif
+
 #include <cstdint>
-#include <exception>
-#include <thread>
-#include <vector>
+
+#include "warpstore/launch.cuh"
 
 namespace warpstore::apps {
 
-// The CPU target: `lanes` std::threads, each a warp of one lane.
 struct cpu_launch {
-  unsigned lanes = std::max(2u, std::thread::hardware_concurrency());
+  std::uint64_t warps = 0;  // asked for, at most cpu_warps() (0: cpu_warps())
 
   template <class Body>
   void operator()(const Body& body) const {
-    std::vector<std::thread> pool;
-    for (unsigned l = 0; l < lanes; ++l) pool.emplace_back([&body, l, this] { body(l, lanes); });
-    for (auto& t : pool) t.join();
+    run_warps(warps, body);
   }
 };
 

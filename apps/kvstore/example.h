@@ -9,6 +9,7 @@
 //                [--universe N] [--seed N]     (controller etc.: WARPSTORE_*)
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -55,8 +56,16 @@ int run_example(int argc, char** argv) {
   const std::string data = dir + "/kv.data", logp = dir + "/kv.log";
   durable::log_layout layout;
   layout.line_size = opts.line_size;
-  layout.regions = 256;
-  layout.region_bytes = std::max<std::uint64_t>(4ull * opts.line_size, 64 << 10);
+  // A region per warp of the logging launch, each with room for the
+  // before-images its share of a batch logs (shares are groups of keys dealt
+  // round robin: twice the even share). The CPU target runs few warps, so
+  // its shares are large.
+  const std::uint64_t warps = std::min<std::uint64_t>(256, Launch::max_warps());
+  const std::uint64_t share = 2 * ((batch_keys + warps - 1) / warps + 1) *
+                              durable::detail::entry_bytes(slot_bytes);
+  layout.regions = static_cast<std::uint32_t>(warps);
+  layout.region_bytes = std::max<std::uint64_t>(
+      {4ull * opts.line_size, 64 << 10, (share / opts.line_size + 2) * opts.line_size});
   std::printf("warpstore-kv on %s: %llu buckets (%.1f MiB), %llu batches of %llu keys from %llu, "
               "controller %s, log %u regions of %llu KiB\n",
               runtime::device_name().c_str(), static_cast<unsigned long long>(buckets),

@@ -1,8 +1,9 @@
 // A GPU key-value store on a warpstore array, made crash-safe by the
 // write-ahead log (include/warpstore/durable/log.cuh). Written once for the
 // GPU and the CPU target: `Launch` runs a body on exactly the number of warps
-// asked for (at most Launch::max_warps) and waits (apps/kvstore/launch.h: CPU
-// threads; gpu_launch.cuh: a kernel).
+// asked for, at most Launch::max_warps(), and waits (run_warps of
+// warpstore/launch.cuh; apps/kvstore/launch.h: CPU threads; gpu_launch.cuh: a
+// kernel).
 //
 // Data file: slots of 64 bytes (key, 56-byte value; key 0 = empty).
 //   slots 0 .. 63      the header line (slot 0: magic, buckets, committed batches)
@@ -383,7 +384,7 @@ class basic_store {
     const std::uint64_t groups = gb.size();
     const std::uint32_t regions = log_->layout().regions;
     const std::uint64_t warps =
-        std::clamp<std::uint64_t>(std::min<std::uint64_t>(regions, groups), 1, Launch::max_warps);
+        std::clamp<std::uint64_t>(std::min<std::uint64_t>(regions, groups), 1, Launch::max_warps());
     // The most a warp appends: one entry per changed slot, the header's.
     const std::uint64_t entry = durable::detail::entry_bytes(slot_bytes);
     std::vector<std::uint64_t> need(warps, 0);
@@ -413,7 +414,8 @@ class basic_store {
     table_->check();
     log_->flush();  // the before-images are durable before any slot changes
     if (crash == crash_point::after_log) return {};
-    Launch{}(std::clamp<std::uint64_t>(groups, 1, std::min<std::uint64_t>(4096, Launch::max_warps)),
+    Launch{}(std::clamp<std::uint64_t>(groups, 1,
+                                       std::min<std::uint64_t>(4096, Launch::max_warps())),
              detail::apply_body{table_->ref(), dgb.get(), groups, after.get(), touched.get(),
                                 header_slot(make_header(buckets_, txn))});
     if (crash == crash_point::after_apply) return {};
@@ -437,7 +439,8 @@ class basic_store {
     auto dk = detail::to_device(keys);
     auto dv = runtime::make_device<value>(std::max<std::size_t>(1, keys.size()));
     auto df = runtime::make_device<std::uint8_t>(std::max<std::size_t>(1, keys.size()));
-    Launch{}(std::clamp<std::uint64_t>(keys.size(), 1, std::min<std::uint64_t>(4096, Launch::max_warps)),
+    Launch{}(std::clamp<std::uint64_t>(keys.size(), 1,
+                                       std::min<std::uint64_t>(4096, Launch::max_warps())),
              detail::get_body{table_->ref(), dk.get(), keys.size(), buckets_, dv.get(), df.get()});
     table_->check();
     values = detail::to_host(dv, keys.size());

@@ -1,25 +1,23 @@
-// Running a key-value store body (kvstore.cuh) on the CPU target: `warps`
-// std::threads (at most max_warps), each a warp of one lane, called as
-// body(warp, warps).
+// Running a key-value store body (kvstore.cuh) on the CPU target: run_warps
+// on at most cpu_warps() std::threads, each a warp of one lane.
 #pragma once
 
-#include <algorithm>
+#if defined(__CUDACC__)
+#error "apps/kvstore/launch.h is the CPU target's: code compiled by nvcc uses gpu_launch.cuh"
+#endif
+
 #include <cstdint>
-#include <thread>
-#include <vector>
+
+#include "warpstore/launch.cuh"
 
 namespace warpstore::kv {
 
 struct cpu_launch {
-  static constexpr std::uint64_t max_warps = 32;
+  static std::uint64_t max_warps() { return cpu_warps(); }
 
   template <class Body>
   void operator()(std::uint64_t warps, const Body& body) const {
-    const std::uint64_t n = std::clamp<std::uint64_t>(warps, 1, max_warps);
-    std::vector<std::thread> pool;
-    pool.reserve(n);
-    for (std::uint64_t w = 0; w < n; ++w) pool.emplace_back([&body, w, n] { body(w, n); });
-    for (auto& t : pool) t.join();
+    run_warps(warps, body);
   }
 };
 

@@ -1,7 +1,8 @@
 // The write-ahead log on the GPU: whole warps append entries of different
 // sizes (the warp prefix sum, lines filled by several lanes, appends split
 // into rounds), commit, and recover; partial transactions logged by GPU
-// warps are undone; the key-value crash workload on the GPU library.
+// warps are undone; the key-value crash workload on the GPU library; and
+// run_warps, the launch of the log's transfers.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -16,6 +17,7 @@
 #include "tests/crash/kv_workload.h"
 #include "warpstore/cuda_check.h"
 #include "warpstore/durable/log.cuh"
+#include "warpstore/launch.cuh"
 
 using namespace warpstore;
 using namespace warpstore::durable;
@@ -232,3 +234,81 @@ INSTANTIATE_TEST_SUITE_P(Controllers, GpuLog,
                          [](const ::testing::TestParamInfo<controller_kind>& i) {
                            return test::controller_test_name(i.param);
                          });
+
+// run_warps (warpstore/launch.cuh), the launch the log's transfers use: every
+// warp of [0, n) is called once, on all 32 of its lanes, with the n returned;
+// no warp past n is called.
+namespace {
+
+struct record_lanes {
+  unsigned* calls;          // [capacity * 32]: calls of each lane of each warp
+  std::uint64_t* ns;        // [capacity * 32]: the n each lane was given
+  unsigned* odd;            // calls past capacity, or from a warp not whole
+  std::uint64_t capacity;   // warps recorded
+
+  __device__ void operator()(std::uint64_t w, std::uint64_t n) const {
+    const unsigned lane = warpstore::detail::warp::lane();
+    if (w >= capacity || __activemask() != warpstore::detail::warp::whole) {
+      atomicAdd(odd, 1u);
+      return;
+    }
+    atomicAdd(&calls[w * 32 + lane], 1u);
+    ns[w * 32 + lane] = n;
+  }
+};
+
+// run_warps(warps, ...) over `capacity` recorded warps: checks the calls and
+// returns n.
+std::uint64_t expect_each_warp_once(std::uint64_t warps, unsigned block_threads,
+                                    std::uint64_t capacity) {
+  auto calls = runtime::make_device<unsigned>(capacity * 32);
+  auto ns = runtime::make_device<std::uint64_t>(capacity * 32);
+  auto odd = runtime::make_device<unsigned>(1);
+  const std::uint64_t n =
+      run_warps(warps, record_lanes{calls.get(), ns.get(), odd.get(), capacity}, block_threads);
+  std::vector<unsigned> c(capacity * 32);
+  std::vector<std::uint64_t> got(capacity * 32);
+  unsigned o = 0;
+  runtime::copy_to_host(c.data(), calls.get(), c.size() * sizeof(unsigned));
+  runtime::copy_to_host(got.data(), ns.get(), got.size() * sizeof(std::uint64_t));
+  runtime::copy_to_host(&o, odd.get(), sizeof o);
+  EXPECT_EQ(o, 0u) << "calls past the warps recorded or from a partial warp";
+  EXPECT_LE(n, capacity);
+  std::uint64_t wrong = 0;
+  for (std::uint64_t i = 0; i < c.size(); ++i) {
+    const bool in = i / 32 < n;
+    wrong += c[i] != (in ? 1u : 0u) || (in && got[i] != n);
+  }
+  EXPECT_EQ(wrong, 0u) << "lanes called other than once with n, of " << warps << " warps asked, "
+                       << block_threads << " threads per block";
+  return n;
+}
+
+}  // namespace
+
+TEST(GpuRunWarps, EveryWarpOnceOnAllLanesWithTheN) {
+  static_assert(lanes_per_warp == 32);
+  for (const unsigned block_threads : {32u, 96u, 256u, 1024u})
+    for (const std::uint64_t warps : {std::uint64_t{1}, std::uint64_t{7}, std::uint64_t{1000}})
+      EXPECT_EQ(expect_each_warp_once(warps, block_threads, warps + 64), warps)
+          << block_threads << " threads per block";
+}
+
+TEST(GpuRunWarps, ZeroWarpsFillTheGpu) {
+  // At most 2048 threads (64 warps) stay resident on a multiprocessor.
+  const std::uint64_t most = std::uint64_t{runtime::processor_count()} * 64;
+  const std::uint64_t n = expect_each_warp_once(0, 256, most);
+  EXPECT_GE(n, runtime::processor_count() * std::uint64_t{8})
+      << "a block of 8 warps per multiprocessor at least";
+  EXPECT_EQ(n % 8, 0u);
+}
+
+TEST(GpuRunWarps, BlockThreadsMustBeWholeWarps) {
+  auto odd = runtime::make_device<unsigned>(1);
+  const record_lanes body{nullptr, nullptr, odd.get(), 0};
+  for (const unsigned bad : {0u, 16u, 100u})
+    EXPECT_THROW(run_warps(4, body, bad), std::invalid_argument) << bad;
+  unsigned o = 0;
+  runtime::copy_to_host(&o, odd.get(), sizeof o);
+  EXPECT_EQ(o, 0u) << "nothing launched";
+}

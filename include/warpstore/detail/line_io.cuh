@@ -269,10 +269,10 @@ struct line_io {
   }
 };
 
-// Host side of a flush, per target (src/array/flush_{gpu.cu,cpu.cpp}): writes
-// back every dirty line of `lines`' array across the whole cache (clusters
-// first, then what is left), then one FLUSH; returns when all is done.
-// Errors go to lines.errors.
+// Host side of a flush, per target (src/array/flush.cpp, built for the GPU by
+// flush.cu): writes back every dirty line of `lines`' array across the whole
+// cache (clusters first, then what is left), then one FLUSH; returns when all
+// is done. Errors go to lines.errors.
 void flush_lines(const line_io& lines);
 
 }  // namespace warpstore::detail

@@ -216,6 +216,8 @@ namespace warp {
 
 #if WARPSTORE_ON_GPU
 inline constexpr unsigned size = 32;
+// The mask of a whole warp: every lane of it.
+inline constexpr unsigned whole = 0xFFFFFFFFu;
 __device__ inline unsigned active_mask() { return __activemask(); }
 __device__ inline unsigned lane() {
   unsigned l;
@@ -233,6 +235,7 @@ __device__ inline T shfl(unsigned mask, T v, unsigned src) {
 __device__ inline void sync(unsigned mask) { __syncwarp(mask); }
 #else
 inline constexpr unsigned size = 1;
+inline constexpr unsigned whole = 1u;  // the thread itself
 inline unsigned active_mask() { return 1u; }
 inline unsigned lane() { return 0u; }
 inline unsigned match_any(unsigned, std::uint64_t) { return 1u; }

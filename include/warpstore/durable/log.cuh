@@ -605,7 +605,8 @@ struct block_io_task {
   }
 };
 
-// Runs the task to completion on this target (src/durable/log_io_{cpu.cpp,gpu.cu}).
+// Runs the task to completion on this target (src/durable/log_io.cpp, built
+// for the GPU by log_io.cu).
 void run_block_io(const block_io_task& task);
 
 }  // namespace detail

@@ -155,8 +155,9 @@ class checkpoint_group {
 };
 
 namespace detail {
-// Per target (src/durable/checkpoint_{cpu.cpp,gpu.cu}): runs `op` (0 scan,
-// 1 checkpoint, 2 restore) on `warps` warps and waits.
+// Per target (src/durable/checkpoint_run.cpp, built for the GPU by
+// checkpoint_run.cu): runs `op` (0 scan, 1 checkpoint, 2 restore) on `warps`
+// warps (run_warps: the CPU target clamps them to cpu_warps()) and waits.
 void run_checkpoint_op(const checkpoint_ref& ref, int op, std::uint32_t warps);
 // Lanes of a warp on the target (32 on the GPU, 1 on the CPU).
 std::uint32_t checkpoint_warp_size();

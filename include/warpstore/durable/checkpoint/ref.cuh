@@ -42,8 +42,7 @@ struct checkpoint_ref {
   std::uint64_t sizes[ckpt::record_sizes];
 
   // The whole warp of lane 0..31 on the GPU, the thread itself on the CPU.
-  static constexpr unsigned warp_mask =
-      detail::warp::size == 32 ? 0xFFFFFFFFu : (1u << detail::warp::size) - 1u;
+  static constexpr unsigned warp_mask = detail::warp::whole;
 
   // Device form of a checkpoint: warp `warp` of `warps` writes its share of
   // the buffers into the inactive slot; the last to arrive commits. Returns
