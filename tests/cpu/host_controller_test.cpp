@@ -509,7 +509,7 @@ slow_reads read_through_faults(const options& o, const fault_plan& plan) {
   pattern_file f(1 << 20);
   auto faults = std::make_shared<planned_faults>(plan);
   host_controller ctl(std::make_shared<backing_file>(f.path(), o.direct), o, 4096, faults);
-  const queue_pair_ref& qp = ctl.device_ref().queues.pick(0);
+  const queue_pair_ref qp = ctl.device_ref().queues.pick(0);  // a copy: the io_ref is a temporary
   std::atomic<unsigned> failed{0}, wrong{0};
   const auto t0 = std::chrono::steady_clock::now();
   test::run_lanes(48, [&](unsigned lane) {
