@@ -202,19 +202,13 @@ void run_array(const parsed_args& args, report& out) {
   for (const std::string& s : args.list("threads")) thread_counts.push_back(parse_size(s));
   for (const std::string& s : args.list("line-size")) line_sizes.push_back(parse_size(s));
   if (thread_counts.empty() || line_sizes.empty()) throw usage_error("--threads and --line-size need values");
-  const std::uint64_t block_threads = args.count("block-threads");
-  if (block_threads < 32 || block_threads > 1024 || block_threads % 32 != 0)
-    throw usage_error("--block-threads must be a multiple of 32 from 32 to 1024");
+  const std::uint64_t block_threads = checked_block_threads(args);
   const auto rounds = static_cast<std::uint32_t>(args.count("reads-per-thread"));
   const bool sweep = thread_counts.size() > 1 || line_sizes.size() > 1;
   if (sweep && !args.str("name").empty()) throw usage_error("--name takes one configuration, not a sweep");
   // Host controller staging slots hold the largest line of the sweep.
   opts.line_size = static_cast<std::uint32_t>(*std::max_element(line_sizes.begin(), line_sizes.end()));
-  try {
-    opts.validate();
-  } catch (const std::invalid_argument& e) {
-    throw usage_error(e.what());
-  }
+  validate_usage(opts);
 
   const bench_file file = prepare_file(args, host && opts.direct != direct_io::on);
   std::shared_ptr<controller> ctrl = make_controller(file.path, opts);

@@ -92,6 +92,28 @@ options controller_options(const parsed_args& args) {
   return o;
 }
 
+void validate_usage(const options& opts) {
+  try {
+    opts.validate();
+  } catch (const std::invalid_argument& e) {
+    throw usage_error(e.what());
+  }
+}
+
+std::uint64_t checked_request(const parsed_args& args) {
+  const std::uint64_t request = args.size("request");
+  if (request < 512 || request > 65536 || request % 512 != 0)
+    throw usage_error("--request must be a multiple of 512 from 512 to 64K");
+  return request;
+}
+
+std::uint64_t checked_block_threads(const parsed_args& args) {
+  const std::uint64_t n = args.count("block-threads");
+  if (n < 32 || n > 1024 || n % 32 != 0)
+    throw usage_error("--block-threads must be a multiple of 32 from 32 to 1024");
+  return n;
+}
+
 void add_controller_params(json::object& params, const options& opts, const controller& ctrl) {
   params.push_back({"controller", ctrl.name()});
   if (std::string(ctrl.name()) != "host") return;
@@ -102,6 +124,23 @@ void add_controller_params(json::object& params, const options& opts, const cont
   params.push_back({"direct", ctrl.file().direct()});
   params.push_back({"delivery", to_string(opts.deliver)});
 }
+
+namespace {
+
+// The rates of a ceiling that read `mismatches` wrong words; raises unless
+// none.
+ceiling_figure verified_ceiling(const char* what, std::uint64_t mismatches, double gbps,
+                                double per_s) {
+  if (mismatches != 0)
+    throw runtime_error(std::string(what) + " ceiling read wrong data: " +
+                        std::to_string(mismatches) + " words differ from the pattern");
+  ceiling_figure f;
+  f.gbps = gbps;
+  f.per_s = per_s;
+  return f;
+}
+
+}  // namespace
 
 ceiling_figure uring_ceiling(const bench_file& file, const options& opts, bool direct,
                              const bench_trace& tr, std::uint64_t requests, std::uint32_t bytes) {
@@ -120,12 +159,7 @@ ceiling_figure uring_ceiling(const bench_file& file, const options& opts, bool d
   if (u.errors != 0)
     throw runtime_error("io_uring ceiling: " + std::to_string(u.errors) + " reads failed; first: " +
                         u.first_error);
-  if (u.mismatches != 0)
-    throw runtime_error("io_uring ceiling read wrong data: " + std::to_string(u.mismatches) +
-                        " words differ from the pattern");
-  ceiling_figure f;
-  f.gbps = u.gbps;
-  f.per_s = u.iops;
+  ceiling_figure f = verified_ceiling("io_uring", u.mismatches, u.gbps, u.iops);
   f.name = "io_uring " + std::string(tr.pattern()) + " " + format_size(bytes) + " reads, " +
            std::to_string(c.threads) + " threads, QD " + std::to_string(c.queue_depth) +
            (u.direct ? ", O_DIRECT" : ", buffered") + (u.fixed_buffers ? ", fixed buffers" : "") +
@@ -147,12 +181,7 @@ ceiling_figure pinned_ceiling(const bench_file& file, const memory_source_ref& s
   c.file_seed = file.seed;
   c.dst_bytes = dst_bytes;
   const copy_result p = pinned_random_copy(c);
-  if (p.mismatches != 0)
-    throw runtime_error("pinned copy ceiling read wrong data: " + std::to_string(p.mismatches) +
-                        " words differ from the pattern");
-  ceiling_figure f;
-  f.gbps = p.gbps;
-  f.per_s = p.lines_per_s;
+  ceiling_figure f = verified_ceiling("pinned copy", p.mismatches, p.gbps, p.lines_per_s);
   f.name = "pinned-memory " + std::string(tr.pattern()) + " " + format_size(bytes) +
            " line copy kernel, same trace";
   f.params.push_back({"ceiling_mismatches", static_cast<unsigned long long>(p.mismatches)});

@@ -50,15 +50,11 @@ void run_block(const parsed_args& args, report& out) {
   // ---- options ----
   options opts = controller_options(args);
 
-  const std::uint64_t request = args.size("request");
-  if (request < 512 || request > 65536 || request % 512 != 0)
-    throw usage_error("--request must be a multiple of 512 from 512 to 64K");
+  const std::uint64_t request = checked_request(args);
   opts.line_size = static_cast<std::uint32_t>(request);  // staging slots hold one request
   const std::uint64_t threads = args.count("threads");
-  const std::uint64_t block_threads = args.count("block-threads");
   if (threads == 0) throw usage_error("--threads must be at least 1");
-  if (block_threads < 32 || block_threads > 1024 || block_threads % 32 != 0)
-    throw usage_error("--block-threads must be a multiple of 32 from 32 to 1024");
+  const std::uint64_t block_threads = checked_block_threads(args);
   const std::uint64_t per_thread = args.count("requests-per-thread");
   if (per_thread == 0) throw usage_error("--requests-per-thread must be at least 1");
   const std::uint64_t warmup = args.count("warmup");
@@ -66,11 +62,7 @@ void run_block(const parsed_args& args, report& out) {
   if (threads * request > dst_bytes)
     throw usage_error("--threads x --request (" + format_size(threads * request) +
                       ") exceeds --dst-bytes (" + format_size(dst_bytes) + ")");
-  try {
-    opts.validate();
-  } catch (const std::invalid_argument& e) {
-    throw usage_error(e.what());
-  }
+  validate_usage(opts);
   const bool host = opts.controller == controller_kind::host;
 
   // ---- file, trace, controller ----

@@ -792,11 +792,7 @@ void run_iomethods(const parsed_args& args, report& out) {
       controller_kind::host;  // warpstore's default path: CPU service threads on the file
   // Every method reads the page-cache-resident file; warpstore too unless told otherwise.
   if (!args.given("direct")) opts.direct = direct_io::off;
-  try {
-    opts.validate();
-  } catch (const std::invalid_argument& e) {
-    throw usage_error(e.what());
-  }
+  validate_usage(opts);
   auto check_block_threads = [](std::uint64_t b) {
     if (b == 0 || b > 1024 || (b > 32 && b % 32 != 0))
       throw usage_error("threads per block must be 1 to 32 or a multiple of 32 up to 1024");

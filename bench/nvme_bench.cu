@@ -236,15 +236,9 @@ void declare_nvme(command_spec& cmd) {
 void run_nvme(const parsed_args& args, report& out) {
   options opts = controller_options(args);
   opts.controller = controller_kind::nvme_model;
-  const std::uint64_t request = args.size("request");
-  if (request < 512 || request > 65536 || request % 512 != 0)
-    throw usage_error("--request must be a multiple of 512 from 512 to 64K");
+  const std::uint64_t request = checked_request(args);
   opts.line_size = static_cast<std::uint32_t>(request);
-  try {
-    opts.validate();
-  } catch (const std::invalid_argument& e) {
-    throw usage_error(e.what());
-  }
+  validate_usage(opts);
   const std::uint64_t threads = args.count("threads");
   const std::uint64_t repeat = std::max<std::uint64_t>(1, args.count("repeat"));
   const std::uint64_t disk_requests = args.count("disk-requests");

@@ -103,6 +103,13 @@ class bench_trace {
 void declare_controller_options(command_spec& cmd);
 // options::from_environment() with those applied.
 options controller_options(const parsed_args& args);
+// opts.validate(), what it refuses a usage error.
+void validate_usage(const options& opts);
+// --request: bytes per read, a multiple of 512 from 512 to 64K (a usage
+// error otherwise).
+std::uint64_t checked_request(const parsed_args& args);
+// --block-threads: a multiple of 32 from 32 to 1024 (a usage error otherwise).
+std::uint64_t checked_block_threads(const parsed_args& args);
 // The controller's settings, for a result's params.
 void add_controller_params(json::object& params, const options& opts, const controller& ctrl);
 

@@ -223,6 +223,31 @@ struct run_stats {
   std::uint32_t passes = 0;
 };
 
+namespace detail_alg {
+
+// Runs pass(k) for k = 0, 1, ..., the device flag `changed` cleared before
+// each, until a pass leaves it clear; returns how many passes ran.
+template <class Pass>
+std::uint32_t until_unchanged(std::uint32_t* changed, Pass&& pass) {
+  for (std::uint32_t k = 0;; ++k) {
+    runtime::memset_device(changed, 0, 4);
+    pass(k);
+    std::uint32_t c = 0;
+    runtime::copy_to_host(&c, changed, 4);
+    if (c == 0) return k + 1;
+  }
+}
+
+// The `n` elements at `p` (device memory), in host memory.
+template <class T>
+std::vector<T> to_host(const T* p, std::uint64_t n) {
+  std::vector<T> out(n);
+  runtime::copy_to_host(out.data(), p, n * sizeof(T));
+  return out;
+}
+
+}  // namespace detail_alg
+
 template <class Launch, class G>
 std::vector<std::uint32_t> run_bfs(Launch& launch, const G& g, std::uint32_t source,
                                    run_stats* stats = nullptr) {
@@ -232,18 +257,11 @@ std::vector<std::uint32_t> run_bfs(Launch& launch, const G& g, std::uint32_t sou
   runtime::memset_device(level.get(), 0xff, n * 4);
   const std::uint32_t zero = 0;
   runtime::copy_to_device(level.get() + source, &zero, 4);
-  std::uint32_t cur = 0;
-  for (;; ++cur) {
-    runtime::memset_device(changed.get(), 0, 4);
+  const std::uint32_t passes = detail_alg::until_unchanged(changed.get(), [&](std::uint32_t cur) {
     launch(bfs_level<G>{g, level.get(), cur, changed.get()});
-    std::uint32_t c = 0;
-    runtime::copy_to_host(&c, changed.get(), 4);
-    if (c == 0) break;
-  }
-  if (stats) stats->passes = cur + 1;
-  std::vector<std::uint32_t> out(n);
-  runtime::copy_to_host(out.data(), level.get(), n * 4);
-  return out;
+  });
+  if (stats) stats->passes = passes;
+  return detail_alg::to_host(level.get(), n);
 }
 
 template <class Launch, class G>
@@ -274,9 +292,7 @@ std::vector<float> run_pagerank(Launch& launch, const G& g, std::uint32_t iterat
     std::swap(contrib, next);
   }
   if (stats) stats->passes = iterations;
-  std::vector<float> out(n);
-  runtime::copy_to_host(out.data(), rank.get(), n * 4);
-  return out;
+  return detail_alg::to_host(rank.get(), n);
 }
 
 template <class Launch, class G>
@@ -291,19 +307,13 @@ std::vector<float> run_sssp(Launch& launch, const G& g, std::uint32_t source,
   const std::uint32_t zero = 0, one = 1;
   runtime::copy_to_device(dist.get() + source, &zero, 4);
   runtime::copy_to_device(active.get() + source, &one, 4);
-  std::uint32_t rounds = 0;
-  for (;; ++rounds) {
-    runtime::memset_device(changed.get(), 0, 4);
+  const std::uint32_t rounds = detail_alg::until_unchanged(changed.get(), [&](std::uint32_t) {
     runtime::memset_device(next.get(), 0, n * 4);
     launch(sssp_round<G>{g, dist.get(), active.get(), next.get(), changed.get()});
     std::swap(active, next);
-    std::uint32_t c = 0;
-    runtime::copy_to_host(&c, changed.get(), 4);
-    if (c == 0) break;
-  }
-  if (stats) stats->passes = rounds + 1;
-  std::vector<std::uint32_t> bits(n);
-  runtime::copy_to_host(bits.data(), dist.get(), n * 4);
+  });
+  if (stats) stats->passes = rounds;
+  const std::vector<std::uint32_t> bits = detail_alg::to_host(dist.get(), n);
   std::vector<float> out(n);
   for (std::uint64_t v = 0; v < n; ++v)
     out[v] = bits[v] == unreached ? -1.0f : detail_alg::bits_float(bits[v]);

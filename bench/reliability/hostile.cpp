@@ -76,24 +76,35 @@ hostile_case expect_refusal(const std::string& name, const std::function<void()>
   return c;
 }
 
+// Reads element `bad` and element `good` of `a` in one go: `c` passes when
+// the bad read yields 0, the good one the file's value, and check() then
+// raises an E for element `bad` of which also `precise(e)` holds.
+template <class E, class Precise>
+void expect_bad_read(hostile_case& c, const array<std::uint64_t>& a, const reader& read,
+                     std::uint64_t bad, std::uint64_t good, Precise&& precise) {
+  std::vector<std::uint64_t> out(2);
+  read(a, {bad, good}, out);
+  try {
+    a.check();
+    c.message = "no error raised";
+  } catch (const E& e) {
+    c.message = e.what();
+    c.refused_cleanly =
+        out[0] == 0 && out[1] == tools::pattern_word(good * 8) && e.index() == bad && precise(e);
+  } catch (const std::exception& e) {
+    c.message = std::string("wrong exception: ") + e.what();
+  }
+}
+
 // A device-side bad index: the read yields 0, check() raises index_error
 // naming it, and the array keeps serving good indices.
 hostile_case bad_index(const std::string& name, const scratch_file& f, std::uint64_t index,
                        const reader& read) {
   hostile_case c{name, false, false, ""};
   array<std::uint64_t> a(f.path(), 0, small_options());
-  std::vector<std::uint64_t> out(2);
-  read(a, {index, 5}, out);
-  try {
-    a.check();
-    c.message = "no error raised";
-  } catch (const index_error& e) {
-    c.message = e.what();
-    c.refused_cleanly = out[0] == 0 && out[1] == tools::pattern_word(5 * 8) && e.index() == index &&
-                        c.message.find(std::to_string(index)) != std::string::npos;
-  } catch (const std::exception& e) {
-    c.message = std::string("wrong exception: ") + e.what();
-  }
+  expect_bad_read<index_error>(c, a, read, index, 5, [&](const index_error& e) {
+    return std::string(e.what()).find(std::to_string(index)) != std::string::npos;
+  });
   return c;
 }
 
@@ -106,18 +117,8 @@ hostile_case truncated_while_open(const std::string& dir, const reader& read) {
     return c;
   }
   const std::uint64_t past = (512 << 10) / 8;  // an element now past the end, never cached
-  std::vector<std::uint64_t> out(2);
-  read(a, {past, 3}, out);
-  try {
-    a.check();
-    c.message = "no error raised";
-  } catch (const io_error& e) {
-    c.message = e.what();
-    c.refused_cleanly = out[0] == 0 && out[1] == tools::pattern_word(3 * 8) &&
-                        e.index() == past && !e.status().success();
-  } catch (const std::exception& e) {
-    c.message = std::string("wrong exception: ") + e.what();
-  }
+  expect_bad_read<io_error>(c, a, read, past, 3,
+                            [](const io_error& e) { return !e.status().success(); });
   return c;
 }
 

@@ -113,4 +113,9 @@ struct target {
 // byte came back.
 int run_study(int argc, char** argv, const target& t);
 
+// The main() of a target's program: run_study over the target `make`
+// builds; an error (making the target included) is printed after
+// `program`'s name and exits 3.
+int study_main(int argc, char** argv, const char* program, const std::function<target()>& make);
+
 }  // namespace warpstore::reliability

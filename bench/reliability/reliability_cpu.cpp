@@ -1,7 +1,5 @@
 // warpstore-reliability-cpu: the reliability study on the CPU target, where
 // a "warp" is one std::thread (see detail/platform.cuh).
-#include <cstdio>
-#include <exception>
 #include <filesystem>
 #include <thread>
 
@@ -32,7 +30,7 @@ std::vector<bench::result> cpu_parts(const bench::parsed_args& args) {
 
 int main(int argc, char** argv) {
   using namespace warpstore::reliability;
-  try {
+  return study_main(argc, argv, "warpstore-reliability-cpu", [] {
     target t;
     t.name = "cpu";
     t.device = "CPU target (std::thread lanes)";
@@ -42,9 +40,6 @@ int main(int argc, char** argv) {
     t.extra_options = [](warpstore::bench::command_spec& c) {
       declare_rw_options(c, "32M", "512K", "8", "1500", "6");
     };
-    return run_study(argc, argv, t);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "warpstore-reliability-cpu: error: %s\n", e.what());
-    return 3;
-  }
+    return t;
+  });
 }

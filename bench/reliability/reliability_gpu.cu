@@ -231,6 +231,30 @@ std::string take_error(const array<std::uint64_t>& a, std::uint64_t& errors) {
   return {};
 }
 
+double since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// A kernel run over `a`: its seconds from launch to finish (past `bound_s`
+// the process stops as a hang), and what array::check() said after it.
+struct kernel_run {
+  double seconds = 0;
+  std::uint64_t errors = 0;
+  std::string error;
+};
+template <class Launch>
+kernel_run run_kernel(const array<std::uint64_t>& a, double bound_s, const char* what,
+                      Launch&& launch) {
+  const auto t0 = std::chrono::steady_clock::now();
+  launch();
+  WARPSTORE_CHECK_LAUNCH();
+  must_finish(bound_s, what);
+  kernel_run k;
+  k.seconds = since(t0);
+  k.error = take_error(a, k.errors);
+  return k;
+}
+
 // The soak: every (controller, line size) part reads its share of the bytes.
 bench::result soak(const bench::parsed_args& args, const std::string& path) {
   const std::uint64_t total = args.size("soak-bytes");
@@ -258,14 +282,12 @@ bench::result soak(const bench::parsed_args& args, const std::string& path) {
     const unsigned threads = static_cast<unsigned>(warps * 32);
     const std::uint64_t lines_per_warp = std::max<std::uint64_t>(1, want / pt.line / warps);
     device_buffer<unsigned long long> wrong(1), checked(1), failed(1);
-    const auto t0 = std::chrono::steady_clock::now();
-    soak_kernel<<<threads / 256, 256>>>(a.ref(), lines_per_warp, 0x5eed + pt.line, wrong.p,
-                                        checked.p, failed.p);
-    WARPSTORE_CHECK_LAUNCH();
-    must_finish(300, "soak kernel");
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::uint64_t errors = 0;
-    const std::string err = take_error(a, errors);
+    const kernel_run k = run_kernel(a, 300, "soak kernel", [&] {
+      soak_kernel<<<threads / 256, 256>>>(a.ref(), lines_per_warp, 0x5eed + pt.line, wrong.p,
+                                          checked.p, failed.p);
+    });
+    const double s = k.seconds;
+    const std::string& err = k.error;
     const auto c = read_counter(checked.p), w = read_counter(wrong.p), f = read_counter(failed.p);
     std::printf("soak %-6s line %6u: %.1f GB checked in %.2f s (%.1f GB/s), %llu wrong words, "
                 "%llu failed pins %s\n",
@@ -273,7 +295,7 @@ bench::result soak(const bench::parsed_args& args, const std::string& path) {
     checked_all += c;
     wrong_all += w;
     failed_all += f;
-    errors_all += errors;
+    errors_all += k.errors;
     seconds_all += s;
     runs.push_back(object_builder()
                        .add("controller", to_string(pt.kind))
@@ -319,22 +341,16 @@ bench::result pressure_entry(const std::string& name, std::uint64_t reads, doubl
   return r;
 }
 
-double since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
-
 // One stream_kernel run (idx, or element t mod `modulo`), as a pressure entry.
 bench::result stream(const array<std::uint64_t>& a, const std::string& what, controller_kind kind,
                      const std::uint64_t* idx, unsigned threads, std::uint64_t modulo,
                      bench::json::object params) {
   device_buffer<unsigned long long> wrong(1), zero(1);
-  const auto t0 = std::chrono::steady_clock::now();
-  stream_kernel<<<(threads + 255) / 256, 256>>>(a.ref(), idx, threads, modulo, wrong.p, zero.p);
-  WARPSTORE_CHECK_LAUNCH();
-  must_finish(120, "stream kernel");
-  const double s = since(t0);
-  std::uint64_t errors = 0;
-  const std::string err = take_error(a, errors);
+  const kernel_run k = run_kernel(a, 120, "stream kernel", [&] {
+    stream_kernel<<<(threads + 255) / 256, 256>>>(a.ref(), idx, threads, modulo, wrong.p, zero.p);
+  });
+  const double s = k.seconds;
+  const std::string& err = k.error;
   const auto w = read_counter(wrong.p), z = read_counter(zero.p);
   std::printf("pressure %s %-6s: %u threads %.3f s, %llu wrong, %llu failed %s\n", what.c_str(),
               to_string(kind), threads, s, w, z, err.c_str());
@@ -356,13 +372,12 @@ std::vector<bench::result> pressure(const bench::parsed_args& args, const std::s
     o.timeout_ns = 2'000'000'000ull;  // a lane may wait this long for a pin, then reports
     array<std::uint64_t> a(path, 0, o);
     device_buffer<unsigned long long> wrong(1), refused(1);
-    const auto t0 = std::chrono::steady_clock::now();
-    pin_everything_kernel<<<blocks, 256>>>(a.ref(), wrong.p, refused.p);
-    WARPSTORE_CHECK_LAUNCH();
-    must_finish(120, "pin-everything kernel");
-    const double s = since(t0);
-    std::uint64_t errors = 0;
-    const std::string err = take_error(a, errors);
+    const kernel_run k = run_kernel(a, 120, "pin-everything kernel", [&] {
+      pin_everything_kernel<<<blocks, 256>>>(a.ref(), wrong.p, refused.p);
+    });
+    const double s = k.seconds;
+    const std::uint64_t errors = k.errors;
+    const std::string& err = k.error;
     const auto w = read_counter(wrong.p), ref = read_counter(refused.p);
     std::printf("pressure pinned %-6s: %u lanes, 64 lines: %.2f s, %llu refused (%s), %llu wrong\n",
                 to_string(kind), threads, s, ref, err.c_str(), w);
@@ -435,7 +450,7 @@ std::vector<bench::result> gpu_parts(const bench::parsed_args& args) {
 
 int main(int argc, char** argv) {
   using namespace warpstore::reliability;
-  try {
+  return study_main(argc, argv, "warpstore-reliability-gpu", [] {
     target t;
     t.name = "gpu";
     t.device = warpstore::runtime::device_name();
@@ -451,9 +466,6 @@ int main(int argc, char** argv) {
       // 2 GiB through 32 MiB (1/64); 4 K warps (128 K threads) write.
       declare_rw_options(c, "2G", "32M", "4K", "32", "6");
     };
-    return run_study(argc, argv, t);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "warpstore-reliability-gpu: error: %s\n", e.what());
-    return 3;
-  }
+    return t;
+  });
 }

@@ -81,6 +81,17 @@ std::uint64_t compare_models(const std::uint64_t* device_model,
   return differ;
 }
 
+// The writers' operation and read-check counters `c`, added to `b` under
+// the names a part's entry and the whole result share.
+object_builder& add_lane_counts(object_builder& b, const unsigned long long (&c)[rw_counters]) {
+  return b.add("stores", c[rw_stores])
+      .add("span_writes", c[rw_span_writes])
+      .add("reads", c[rw_reads])
+      .add("span_reads", c[rw_span_reads])
+      .add("read_bytes_checked", c[rw_checked_bytes])
+      .add("wrong_read_bytes", c[rw_wrong_bytes]);
+}
+
 }  // namespace
 
 std::vector<rw_part> default_rw_parts() {
@@ -210,16 +221,11 @@ bench::result run_soak_readwrite(const rw_setup& s, const std::vector<rw_part>& 
         static_cast<unsigned long long>(part_wrong_file), part_counts[rw_failed_ops],
         static_cast<unsigned long long>(part_errors), secs, part_error.c_str());
     std::fflush(stdout);
-    runs.push_back(object_builder()
-                       .add("controller", to_string(pt.kind))
-                       .add("line_size", pt.line_size)
-                       .add("chunk_bytes", chunk_elems * 8)
-                       .add("stores", part_counts[rw_stores])
-                       .add("span_writes", part_counts[rw_span_writes])
-                       .add("reads", part_counts[rw_reads])
-                       .add("span_reads", part_counts[rw_span_reads])
-                       .add("read_bytes_checked", part_counts[rw_checked_bytes])
-                       .add("wrong_read_bytes", part_counts[rw_wrong_bytes])
+    object_builder run;
+    run.add("controller", to_string(pt.kind))
+        .add("line_size", pt.line_size)
+        .add("chunk_bytes", chunk_elems * 8);
+    runs.push_back(add_lane_counts(run, part_counts)
                        .add("wrong_file_bytes", part_wrong_file)
                        .add("failed_ops", part_counts[rw_failed_ops])
                        .add("errors", part_errors)
@@ -234,23 +240,17 @@ bench::result run_soak_readwrite(const rw_setup& s, const std::vector<rw_part>& 
   r.unit = "bytes";
   r.verified = true;
   r.mismatches = total[rw_wrong_bytes] + file_wrong;
-  r.params = object_builder()
-                 .add("target", s.target)
-                 .add("file_bytes", s.file_bytes)
-                 .add("cache_bytes", s.cache_bytes)
-                 .add("cache_fraction",
-                      static_cast<double>(s.cache_bytes) / static_cast<double>(s.file_bytes))
-                 .add("writers", s.writers)
-                 .add("lanes_per_writer", launch.lanes)
-                 .add("frozen_groups", groups - s.writers)
-                 .add("rounds", static_cast<std::uint64_t>(s.rounds) * parts.size())
-                 .add("ops_per_writer_round", s.ops)
-                 .add("stores", total[rw_stores])
-                 .add("span_writes", total[rw_span_writes])
-                 .add("reads", total[rw_reads])
-                 .add("span_reads", total[rw_span_reads])
-                 .add("read_bytes_checked", total[rw_checked_bytes])
-                 .add("wrong_read_bytes", total[rw_wrong_bytes])
+  object_builder params;
+  params.add("target", s.target)
+      .add("file_bytes", s.file_bytes)
+      .add("cache_bytes", s.cache_bytes)
+      .add("cache_fraction", static_cast<double>(s.cache_bytes) / static_cast<double>(s.file_bytes))
+      .add("writers", s.writers)
+      .add("lanes_per_writer", launch.lanes)
+      .add("frozen_groups", groups - s.writers)
+      .add("rounds", static_cast<std::uint64_t>(s.rounds) * parts.size())
+      .add("ops_per_writer_round", s.ops);
+  r.params = add_lane_counts(params, total)
                  .add("file_bytes_compared", compared)
                  .add("wrong_file_bytes", file_wrong)
                  .add("failed_ops", total[rw_failed_ops])

@@ -1,5 +1,6 @@
 // The reliability study's driver, shared by the CPU and GPU programs.
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <iostream>
 
@@ -197,6 +198,15 @@ int run_study(int argc, char** argv, const target& t) {
       rc = 1;
     }
   return rc;
+}
+
+int study_main(int argc, char** argv, const char* program, const std::function<target()>& make) {
+  try {
+    return run_study(argc, argv, make());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: error: %s\n", program, e.what());
+    return 3;
+  }
 }
 
 }  // namespace warpstore::reliability

@@ -90,17 +90,29 @@ void for_each_chunk(unsigned threads, std::uint64_t bytes, Io&& io) {
   });
 }
 
-void write_range(int fd, const std::string& path, std::uint64_t offset, const void* src,
-                 std::uint64_t bytes, unsigned threads) {
-  const auto* p = static_cast<const char*>(src);
+// Bytes [offset, offset + bytes) of the file at `path`, 64 MiB chunks
+// `threads` at a time: io(at, n, file_offset) is one pread or pwrite of up
+// to n bytes from byte `at` of the range (interrupted ones are tried again,
+// short ones continued); `what` ("reading", "writing") names it in errors.
+template <class Io>
+void transfer_range(const char* what, const std::string& path, std::uint64_t offset,
+                    std::uint64_t bytes, unsigned threads, Io&& io) {
   for_each_chunk(threads, bytes, [&](std::uint64_t at, std::uint64_t end) {
     while (at < end) {
-      const ssize_t r = ::pwrite(fd, p + at, end - at, static_cast<off_t>(offset + at));
+      const ssize_t r = io(at, end - at, static_cast<off_t>(offset + at));
       if (r < 0 && errno == EINTR) continue;
-      check_io(r, "writing", path, offset + at);
+      check_io(r, what, path, offset + at);
       at += static_cast<std::uint64_t>(r);
     }
   });
+}
+
+void write_range(int fd, const std::string& path, std::uint64_t offset, const void* src,
+                 std::uint64_t bytes, unsigned threads) {
+  const auto* p = static_cast<const char*>(src);
+  transfer_range(
+      "writing", path, offset, bytes, threads,
+      [&](std::uint64_t at, std::uint64_t n, off_t off) { return ::pwrite(fd, p + at, n, off); });
 }
 
 }  // namespace
@@ -452,14 +464,9 @@ void read_file_range(const std::string& path, std::uint64_t offset, std::uint64_
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "opening " + path);
   auto* p = static_cast<char*>(dst);
   try {
-    for_each_chunk(threads, bytes, [&](std::uint64_t at, std::uint64_t end) {
-      while (at < end) {
-        const ssize_t r = ::pread(fd, p + at, end - at, static_cast<off_t>(offset + at));
-        if (r < 0 && errno == EINTR) continue;
-        check_io(r, "reading", path, offset + at);
-        at += static_cast<std::uint64_t>(r);
-      }
-    });
+    transfer_range(
+        "reading", path, offset, bytes, threads,
+        [&](std::uint64_t at, std::uint64_t n, off_t off) { return ::pread(fd, p + at, n, off); });
   } catch (...) {
     ::close(fd);
     throw;

@@ -18,34 +18,20 @@
 #include "controller/host_controller.h"
 #include "test_files.h"
 #include "warpstore/array.cuh"
+#include "write_cases.h"
 
 using namespace warpstore;
 
 namespace {
 
-struct setup {
-  controller_kind kind;
-  delivery deliver;
-};
-
-std::string name_of(const ::testing::TestParamInfo<setup>& p) {
-  if (p.param.kind == controller_kind::memory) return "memory";
-  if (p.param.kind == controller_kind::nvme_model) return "nvme_model";
-  return p.param.deliver == delivery::gpu_pull ? "host_pull" : "host_copy";
-}
+using setup = test::write_case;
 
 options batch_options(const setup& s) {
-  options o;
-  o.controller = s.kind;
+  // 256 lines of 4 KiB, 1/8 of the 8 MiB file.
+  options o = test::small_cache_options(1 << 20, s.kind);
   o.deliver = s.deliver;
-  o.cache_bytes = 1 << 20;  // 256 lines of 4 KiB, 1/8 of the 8 MiB file
-  o.line_size = 4096;
   o.ways = 8;
-  o.service_threads = 2;
-  o.queue_pairs = 2;
   o.queue_depth = 16;
-  o.direct = direct_io::off;
-  o.timeout_ns = 20'000'000'000ull;
   return o;
 }
 
@@ -53,17 +39,9 @@ constexpr std::uint64_t per_line = 4096 / 8;
 
 std::uint64_t want(std::uint64_t i) { return tools::pattern_word(i * 8); }
 
-class ArrayBatch : public ::testing::TestWithParam<setup> {
- protected:
-  test::pattern_file file_{8 << 20};
-};
+class ArrayBatch : public test::pattern_file_suite<setup> {};
 
-INSTANTIATE_TEST_SUITE_P(Controllers, ArrayBatch,
-                         ::testing::Values(setup{controller_kind::host, delivery::gpu_pull},
-                                           setup{controller_kind::host, delivery::copy_engine},
-                                           setup{controller_kind::memory, delivery::gpu_pull},
-                                           setup{controller_kind::nvme_model, delivery::gpu_pull}),
-                         name_of);
+INSTANTIATE_TEST_SUITE_P(Controllers, ArrayBatch, test::write_cases(), test::write_case_name);
 
 }  // namespace
 

@@ -21,15 +21,9 @@ using namespace warpstore;
 namespace {
 
 options small_options(controller_kind kind, std::uint32_t line_size = 4096) {
-  options o;
-  o.controller = kind;
-  o.cache_bytes = 256 << 10;  // 1/32 of the 8 MiB file
+  options o = test::small_cache_options(256 << 10, kind);  // 1/32 of the 8 MiB file
   o.line_size = line_size;
-  o.ways = 4;
-  o.service_threads = 2;
-  o.queue_pairs = 2;
-  o.queue_depth = 8;
-  o.timeout_ns = 20'000'000'000ull;
+  o.direct = options{}.direct;  // direct_io::automatic, the default: O_DIRECT where it can
   return o;
 }
 
@@ -46,10 +40,7 @@ std::uint64_t random_reads(const array_ref<std::uint64_t>& ref, unsigned lanes, 
   return wrong.load();
 }
 
-class ArrayRead : public ::testing::TestWithParam<controller_kind> {
- protected:
-  test::pattern_file file_{8 << 20};
-};
+class ArrayRead : public test::pattern_file_suite<controller_kind> {};
 
 }  // namespace
 

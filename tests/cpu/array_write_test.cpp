@@ -23,18 +23,10 @@ constexpr std::uint64_t new_seed = 11;
 using setup = test::write_case;
 
 options write_options(const setup& s, std::uint32_t line_size = 4096) {
-  options o;
-  o.controller = s.kind;
+  options o = test::small_cache_options(256 << 10, s.kind);  // 1/32 of the 8 MiB file
   o.deliver = s.deliver;
   o.writable = true;
-  o.cache_bytes = 256 << 10;  // 1/32 of the 8 MiB file
   o.line_size = line_size;
-  o.ways = 4;
-  o.service_threads = 2;
-  o.queue_pairs = 2;
-  o.queue_depth = 8;
-  o.direct = direct_io::off;
-  o.timeout_ns = 20'000'000'000ull;
   return o;
 }
 
@@ -42,19 +34,7 @@ std::uint64_t new_word(std::uint64_t i) {
   return tools::pattern_word(i * 8, new_seed);
 }
 
-// Words of the file at `path` that differ from want(i).
-template <class Want>
-std::uint64_t file_mismatches(const std::string& path, std::uint64_t words, Want&& want) {
-  std::vector<std::uint64_t> buf(words);
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return words;
-  const ssize_t r = ::pread(fd, buf.data(), words * 8, 0);
-  ::close(fd);
-  if (r != static_cast<ssize_t>(words * 8)) return words;
-  std::uint64_t bad = 0;
-  for (std::uint64_t i = 0; i < words; ++i) bad += buf[i] != want(i);
-  return bad;
-}
+using test::file_mismatches;
 
 // Words of the file that differ from: word `at` of each of lines
 // [0, lines) (of `per_line` words) new, every other word the original.
@@ -66,10 +46,7 @@ std::uint64_t lines_written_mismatches(const std::string& path, std::uint64_t wo
   });
 }
 
-class ArrayWrite : public ::testing::TestWithParam<setup> {
- protected:
-  test::pattern_file file_{8 << 20};
-};
+class ArrayWrite : public test::pattern_file_suite<setup> {};
 
 }  // namespace
 

@@ -42,17 +42,7 @@ static_assert(one_of_each<durable::log_error, std::runtime_error>);
 static_assert(!std::is_base_of_v<std::exception, error>);
 
 options small_options() {
-  options o;
-  o.controller = controller_kind::host;
-  o.cache_bytes = 256 << 10;
-  o.line_size = 4096;
-  o.ways = 4;
-  o.service_threads = 2;
-  o.queue_pairs = 2;
-  o.queue_depth = 8;
-  o.direct = direct_io::off;
-  o.timeout_ns = 20'000'000'000ull;
-  return o;
+  return test::small_cache_options(256 << 10);
 }
 
 // Runs `f`, which must throw; returns the error's fields and message, caught

@@ -39,16 +39,12 @@ constexpr std::uint64_t half_rows = words / 2;
 constexpr int child_done = 42;  // the child's exit status when its body ran and passed
 
 options writer_options(std::uint32_t line_size = 4096, bool writable = true) {
-  options o;
+  // 16 lines: most lines are written back on eviction.
+  options o = test::small_cache_options(64 << 10, controller_kind::automatic);
   o.writable = writable;
-  o.cache_bytes = 64 << 10;  // 16 lines: most lines are written back on eviction
   o.line_size = line_size;
-  o.ways = 4;
   o.service_threads = 1;
   o.queue_pairs = 1;
-  o.queue_depth = 8;
-  o.direct = direct_io::off;
-  o.timeout_ns = 20'000'000'000ull;
   return o;
 }
 
@@ -67,15 +63,7 @@ void store_all(array<std::uint64_t>& a, std::uint64_t first, std::uint64_t seed)
 // Rows of the file at `path` that differ from want(i).
 template <class Want>
 std::uint64_t mismatches(const std::string& path, Want&& want) {
-  std::vector<std::uint64_t> buf(words);
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return words;
-  const ssize_t r = ::pread(fd, buf.data(), file_bytes, 0);
-  ::close(fd);
-  if (r != static_cast<ssize_t>(file_bytes)) return words;
-  std::uint64_t bad = 0;
-  for (std::uint64_t i = 0; i < words; ++i) bad += buf[i] != want(i);
-  return bad;
+  return test::file_mismatches(path, words, want);
 }
 
 std::uint64_t original(std::uint64_t i) {

@@ -22,16 +22,8 @@ namespace {
 constexpr std::uint64_t bytes = 1 << 20;
 
 options cut_options() {
-  options o;
-  o.controller = controller_kind::host;
+  options o = test::small_cache_options(64 << 10);
   o.writable = true;
-  o.cache_bytes = 64 << 10;
-  o.line_size = 4096;
-  o.ways = 4;
-  o.service_threads = 2;
-  o.queue_pairs = 2;
-  o.queue_depth = 8;
-  o.direct = direct_io::off;
   o.timeout_ns = 10'000'000'000ull;
   return o;
 }

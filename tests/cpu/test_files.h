@@ -1,5 +1,6 @@
-// Test helpers: files whose content is tools::pattern_word of the offset, and
-// running a body on many std::thread lanes.
+// Test helpers: files whose content is tools::pattern_word of the offset,
+// running a body on many std::thread lanes, and the options the small-cache
+// tests start from.
 #pragma once
 
 #include <fcntl.h>
@@ -20,6 +21,7 @@
 
 #include "support/pattern_file.h"
 #include "warpstore/detail/hash.cuh"
+#include "warpstore/settings.h"
 
 namespace warpstore::test {
 
@@ -117,6 +119,41 @@ inline void run_lanes(unsigned lanes, const std::function<void(unsigned)>& body)
   threads.reserve(lanes);
   for (unsigned l = 0; l < lanes; ++l) threads.emplace_back(body, l);
   for (auto& t : threads) t.join();
+}
+
+// Words of the first `words` of the file at `path` (as it is now) that
+// differ from want(i); all of them when it cannot be read that far.
+template <class Want>
+std::uint64_t file_mismatches(const std::string& path, std::uint64_t words, Want&& want) {
+  std::vector<std::uint64_t> buf(words);
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) return words;
+  const ssize_t r = ::pread(fd, buf.data(), words * 8, 0);
+  ::close(fd);
+  if (r != static_cast<ssize_t>(words * 8)) return words;
+  std::uint64_t bad = 0;
+  for (std::uint64_t i = 0; i < words; ++i) bad += buf[i] != want(i);
+  return bad;
+}
+
+// What the small-cache tests start from: controller `kind`, a cache of
+// `cache_bytes` in 4 KiB lines of 4 ways (far less than the file: lines are
+// evicted all the time), two service threads on two queue pairs of depth 8,
+// buffered I/O, and a 20 s deadline (a stall fails the test, slowness does
+// not). Each test changes what it is about.
+inline options small_cache_options(std::size_t cache_bytes,
+                                   controller_kind kind = controller_kind::host) {
+  options o;
+  o.controller = kind;
+  o.cache_bytes = cache_bytes;
+  o.line_size = 4096;
+  o.ways = 4;
+  o.service_threads = 2;
+  o.queue_pairs = 2;
+  o.queue_depth = 8;
+  o.direct = direct_io::off;
+  o.timeout_ns = 20'000'000'000ull;
+  return o;
 }
 
 // A small deterministic generator for test indices.

@@ -1,12 +1,14 @@
 // The controller setups every write test runs against, for the CPU and GPU
 // suites alike: the host controller with each delivery, the memory one, and
-// the nvme one over the software NVMe device.
+// the nvme one over the software NVMe device; and the fixture of the suites
+// whose every test gets a fresh pattern file.
 #pragma once
 
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "test_files.h"
 #include "warpstore/settings.h"
 
 namespace warpstore::test {
@@ -38,5 +40,13 @@ inline std::string write_case_name(const ::testing::TestParamInfo<write_case>& i
               ? std::string("_") + to_string(info.param.deliver)
               : std::string());
 }
+
+// A suite over `Param` (a write_case, a controller) whose every test gets a
+// fresh 8 MiB pattern file, file_.
+template <class Param>
+class pattern_file_suite : public ::testing::TestWithParam<Param> {
+ protected:
+  pattern_file file_{8 << 20};
+};
 
 }  // namespace warpstore::test

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -40,8 +41,6 @@ crash::env make_env(const std::string& dir) {
   return e;
 }
 
-std::string file_of(const crash::env& e) { return e.dir + "/pagerank.ckpt"; }
-
 // The records as they are in the file; -1 when none is valid.
 struct newest_record {
   int slot = -1;
@@ -72,98 +71,97 @@ void overwrite(const std::string& path, std::uint64_t offset, std::size_t bytes,
   ::close(fd);
 }
 
-// Runs prepare and `states` states; returns the acknowledged states.
-std::vector<std::uint64_t> commit_states(crash::workload& w, const crash::env& e, std::uint64_t states,
-                                         bool prepare = true) {
-  if (prepare) w.prepare(e);
-  std::vector<std::uint64_t> acks;
-  w.run(e, states, [&](std::uint64_t k) { acks.push_back(k); });
-  return acks;
-}
+// Each test: the workload over a fresh directory.
+class CheckpointWorkload : public ::testing::Test {
+ protected:
+  test::temp_dir dir_{"ckpt"};
+  const crash::env e_ = make_env(dir_.path);
+  std::unique_ptr<crash::workload> w_ = crash::make_checkpoint_workload();
 
-// Recovery finds exactly `state`, every byte right.
-void expect_recovers(crash::workload& w, const crash::env& e, std::uint64_t state) {
-  const crash::verdict v = w.recover(e);
-  EXPECT_EQ(v.state, state);
-  EXPECT_EQ(v.mismatches, 0u) << v.detail;
-}
+  std::string file() const { return e_.dir + "/pagerank.ckpt"; }
 
-TEST(CheckpointWorkload, RecoversTheLastCommittedStateExactly) {
-  test::temp_dir dir("ckpt");
-  const crash::env e = make_env(dir.path);
-  auto w = crash::make_checkpoint_workload();
-  EXPECT_STREQ(w->name(), "checkpoint");
-  const auto acks = commit_states(*w, e, 6);
+  // Runs prepare and `states` states; returns the acknowledged states.
+  std::vector<std::uint64_t> commit_states(std::uint64_t states, bool prepare = true) {
+    if (prepare) w_->prepare(e_);
+    std::vector<std::uint64_t> acks;
+    w_->run(e_, states, [&](std::uint64_t k) { acks.push_back(k); });
+    return acks;
+  }
+
+  // Prepare and `states` states, then the newest valid record in the file.
+  newest_record commit_then_find_newest(std::uint64_t states) {
+    commit_states(states);
+    return find_newest(file());
+  }
+
+  // Recovery finds exactly `state`, every byte right.
+  void expect_recovers(std::uint64_t state) {
+    const crash::verdict v = w_->recover(e_);
+    EXPECT_EQ(v.state, state);
+    EXPECT_EQ(v.mismatches, 0u) << v.detail;
+  }
+
+  // A run resumed from the committed state `from` acknowledges from + 1 to
+  // `to`, and recovery then finds `to`.
+  void expect_resumes(std::uint64_t from, std::uint64_t to) {
+    std::vector<std::uint64_t> want;
+    for (std::uint64_t k = from + 1; k <= to; ++k) want.push_back(k);
+    EXPECT_EQ(commit_states(to, false), want);
+    expect_recovers(to);
+  }
+};
+
+TEST_F(CheckpointWorkload, RecoversTheLastCommittedStateExactly) {
+  EXPECT_STREQ(w_->name(), "checkpoint");
+  const auto acks = commit_states(6);
   EXPECT_EQ(acks, (std::vector<std::uint64_t>{1, 2, 3, 4, 5, 6}));
-  expect_recovers(*w, e, 6u);
+  expect_recovers(6u);
   // Recovery is read-only: again gives the same.
-  expect_recovers(*w, e, 6u);
+  expect_recovers(6u);
   // A second run resumes at 6.
-  const auto more = commit_states(*w, e, 9, false);
-  EXPECT_EQ(more, (std::vector<std::uint64_t>{7, 8, 9}));
-  expect_recovers(*w, e, 9u);
+  expect_resumes(6u, 9u);
 }
 
-TEST(CheckpointWorkload, StateZeroIsCommittedByPrepare) {
-  test::temp_dir dir("ckpt");
-  const crash::env e = make_env(dir.path);
-  auto w = crash::make_checkpoint_workload();
-  w->prepare(e);
-  expect_recovers(*w, e, 0u);
+TEST_F(CheckpointWorkload, StateZeroIsCommittedByPrepare) {
+  w_->prepare(e_);
+  expect_recovers(0u);
 }
 
-TEST(CheckpointWorkload, TornNewestRecordFallsBackToThePreviousCheckpoint) {
-  test::temp_dir dir("ckpt");
-  const crash::env e = make_env(dir.path);
-  auto w = crash::make_checkpoint_workload();
-  commit_states(*w, e, 5);
-  const newest_record n = find_newest(file_of(e));
+TEST_F(CheckpointWorkload, TornNewestRecordFallsBackToThePreviousCheckpoint) {
+  const newest_record n = commit_then_find_newest(5);
   ASSERT_GE(n.slot, 0);
   EXPECT_EQ(n.rec.sequence, 6u);  // state k is checkpoint k + 1
   // Half of the record's block holds other bytes: a torn write.
-  overwrite(file_of(e), n.slot * ckpt::record_stride + 256, 256, 0xA5);
-  expect_recovers(*w, e, 4u);
+  overwrite(file(), n.slot * ckpt::record_stride + 256, 256, 0xA5);
+  expect_recovers(4u);
   // A record that never reached the device (zeros) likewise.
-  overwrite(file_of(e), n.slot * ckpt::record_stride, 512, 0);
-  expect_recovers(*w, e, 4u);
+  overwrite(file(), n.slot * ckpt::record_stride, 512, 0);
+  expect_recovers(4u);
 }
 
-TEST(CheckpointWorkload, CorruptNewestDataFallsBackAndTheRunContinues) {
-  test::temp_dir dir("ckpt");
-  const crash::env e = make_env(dir.path);
-  auto w = crash::make_checkpoint_workload();
-  commit_states(*w, e, 5);
-  const newest_record n = find_newest(file_of(e));
+TEST_F(CheckpointWorkload, CorruptNewestDataFallsBackAndTheRunContinues) {
+  const newest_record n = commit_then_find_newest(5);
   ASSERT_GE(n.slot, 0);
   // One byte of the ranks (the second buffer, after the 4 KiB header extent).
-  overwrite(file_of(e), n.rec.data_offset + 4096 + 1000, 1, 0x5A);
-  expect_recovers(*w, e, 4u);
+  overwrite(file(), n.rec.data_offset + 4096 + 1000, 1, 0x5A);
+  expect_recovers(4u);
   // The run resumes from 4, overwriting the bad slot, never the good one.
-  const auto acks = commit_states(*w, e, 7, false);
-  EXPECT_EQ(acks, (std::vector<std::uint64_t>{5, 6, 7}));
-  expect_recovers(*w, e, 7u);
+  expect_resumes(4u, 7u);
 }
 
-TEST(CheckpointWorkload, TornNewestDataTailFallsBack) {
-  test::temp_dir dir("ckpt");
-  const crash::env e = make_env(dir.path);
-  auto w = crash::make_checkpoint_workload();
-  commit_states(*w, e, 3);
-  const newest_record n = find_newest(file_of(e));
+TEST_F(CheckpointWorkload, TornNewestDataTailFallsBack) {
+  const newest_record n = commit_then_find_newest(3);
   ASSERT_GE(n.slot, 0);
   // The last 4 KiB of the slot lost (zeros, as a power cut before the FLUSH).
-  overwrite(file_of(e), n.rec.data_offset + n.rec.data_bytes - 4096, 4096, 0);
-  expect_recovers(*w, e, 2u);
+  overwrite(file(), n.rec.data_offset + n.rec.data_bytes - 4096, 4096, 0);
+  expect_recovers(2u);
 }
 
-TEST(CheckpointWorkload, NoValidRecordIsNoCommittedState) {
-  test::temp_dir dir("ckpt");
-  const crash::env e = make_env(dir.path);
-  auto w = crash::make_checkpoint_workload();
-  commit_states(*w, e, 2);
-  overwrite(file_of(e), 100, 8, 0xFF);
-  overwrite(file_of(e), ckpt::record_stride + 100, 8, 0xFF);
-  const crash::verdict v = w->recover(e);
+TEST_F(CheckpointWorkload, NoValidRecordIsNoCommittedState) {
+  commit_states(2);
+  overwrite(file(), 100, 8, 0xFF);
+  overwrite(file(), ckpt::record_stride + 100, 8, 0xFF);
+  const crash::verdict v = w_->recover(e_);
   EXPECT_GT(v.mismatches, 0u);
   EXPECT_NE(v.detail.find("no valid checkpoint"), std::string::npos) << v.detail;
 }

@@ -69,6 +69,25 @@ std::pair<unsigned long long, unsigned long long> read_through(controller& ctl, 
   return {host[0], host[1]};
 }
 
+// read_through, with no command failed and no word wrong.
+void expect_reads_right(controller& ctl, unsigned threads, std::uint32_t request, int per_thread) {
+  const auto [wrong, failed] = read_through(ctl, threads, request, per_thread);
+  EXPECT_EQ(failed, 0u) << "failed commands";
+  EXPECT_EQ(wrong, 0u) << "wrong words";
+}
+
+// The software NVMe device with `pairs` queue pairs of `depth` entries and
+// 4 KiB lines; a stall fails the test in seconds.
+options nvme_model_options(std::uint32_t pairs, std::uint32_t depth) {
+  options o;
+  o.controller = controller_kind::nvme_model;
+  o.line_size = 4096;
+  o.queue_pairs = pairs;
+  o.queue_depth = depth;
+  o.timeout_ns = 10'000'000'000ull;
+  return o;
+}
+
 struct read_case {
   delivery deliver;
   std::uint32_t request;
@@ -92,9 +111,7 @@ TEST_P(GpuQueue, ManyThreadsFewQueuesEveryByteChecked) {
   o.timeout_ns = 10'000'000'000ull;  // a stall fails the test in seconds
   auto ctl = make_controller(file.path(), o);
   const unsigned threads = GetParam().threads;
-  const auto [wrong, failed] = read_through(*ctl, threads, GetParam().request, 2);
-  EXPECT_EQ(failed, 0u) << "failed commands";
-  EXPECT_EQ(wrong, 0u) << "wrong words";
+  expect_reads_right(*ctl, threads, GetParam().request, 2);
   EXPECT_EQ(ctl->stats().commands, 2ull * threads);
 }
 
@@ -141,17 +158,9 @@ TEST(GpuQueueDeadline, UnservedQueueTimesOutWithAStatus) {
 // ten commands at most (the bench measures about one per 32).
 TEST(GpuNvmeModel, MillionsOfCommandsWrapAroundWithCoalescedDoorbells) {
   static test::pattern_file file(256 << 20);
-  options o;
-  o.controller = controller_kind::nvme_model;
-  o.line_size = 4096;
-  o.queue_pairs = 8;
-  o.queue_depth = 256;
-  o.timeout_ns = 10'000'000'000ull;
-  auto ctl = make_controller(file.path(), o);
+  auto ctl = make_controller(file.path(), nvme_model_options(8, 256));
   const unsigned threads = 1u << 20;
-  const auto [wrong, failed] = read_through(*ctl, threads, 4096, 2);
-  EXPECT_EQ(failed, 0u) << "failed commands";
-  EXPECT_EQ(wrong, 0u) << "wrong words";
+  expect_reads_right(*ctl, threads, 4096, 2);
   const controller_stats s = ctl->stats();
   EXPECT_EQ(s.commands, 2ull * threads);
   EXPECT_GT(s.doorbells, 0u);
@@ -172,17 +181,9 @@ TEST(GpuNvmeModel, RingsAreAlignedAfterSmallPinnedAllocations) {
   }
   bool unaligned = false;
   for (void* p : small) unaligned |= (reinterpret_cast<std::uintptr_t>(p) & 4095) != 0;
-  options o;
-  o.controller = controller_kind::nvme_model;
-  o.line_size = 4096;
-  o.queue_pairs = 4;
-  o.queue_depth = 64;
-  o.timeout_ns = 10'000'000'000ull;
   {
-    auto ctl = make_controller(file.path(), o);
-    const auto [wrong, failed] = read_through(*ctl, 1u << 14, 4096, 1);
-    EXPECT_EQ(failed, 0u) << "failed commands";
-    EXPECT_EQ(wrong, 0u) << "wrong words";
+    auto ctl = make_controller(file.path(), nvme_model_options(4, 64));
+    expect_reads_right(*ctl, 1u << 14, 4096, 1);
   }
   for (void* p : small) cudaFreeHost(p);
   // Not an assertion: says whether this driver packed them (the case tested).

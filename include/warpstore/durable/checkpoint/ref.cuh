@@ -208,43 +208,67 @@ struct checkpoint_ref {
     }
   }
 
-  // Every lane of `mask` helps: the lanes with `want` each have a chunk of
-  // `len` bytes at `data`; the words go into each helper's `sum`.
-  WARPSTORE_HD void checksum_chunks(unsigned mask, bool want, const std::byte* data,
-                                    std::uint32_t len, std::uint64_t first_word,
-                                    std::uint64_t& sum) const {
+  // The lanes of `mask` with `want`, one after the other, the whole warp
+  // helping each: body(src, rank, lanes) runs on every lane of `mask` for
+  // lane `src` (this lane being number `rank` of the `lanes`).
+  template <class Body>
+  WARPSTORE_HD static void each_wanting_lane(unsigned mask, bool want, Body&& body) {
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     unsigned todo = detail::warp::ballot(mask, want);
     while (todo) {
       const unsigned src = detail::warp::first_lane(todo);
       todo &= todo - 1;
+      body(src, rank, lanes);
+    }
+  }
+
+  // Every lane of `mask` helps: the lanes with `want` each have a chunk of
+  // `len` bytes at `data`; the words go into each helper's `sum`.
+  WARPSTORE_HD void checksum_chunks(unsigned mask, bool want, const std::byte* data,
+                                    std::uint32_t len, std::uint64_t first_word,
+                                    std::uint64_t& sum) const {
+    each_wanting_lane(mask, want, [&](unsigned src, unsigned rank, unsigned lanes) {
       const auto* p = reinterpret_cast<const std::byte*>(
           detail::warp::shfl(mask, reinterpret_cast<std::uint64_t>(data), src));
       const std::uint32_t n = detail::warp::shfl(mask, len, src) / 8;
       const std::uint64_t w0 = detail::warp::shfl(mask, first_word, src);
-      for (std::uint32_t k = rank; k < n; k += lanes) sum += ckpt::mix(detail::load_word(p + 8ull * k), w0 + k);
-    }
+      for (std::uint32_t k = rank; k < n; k += lanes)
+        sum += ckpt::mix(detail::load_word(p + 8ull * k), w0 + k);
+    });
     detail::warp::sync(mask);
+  }
+
+  // The staged chunks of the lanes with `want`, one after the other, the
+  // whole warp moving each: move(src, buf, staged, o, h, rank, lanes) runs on
+  // every lane of `mask` with lane src's buffer (index b), its staged chunk,
+  // offset in the buffer and bytes of the buffer in the chunk, and returns
+  // false where it failed. True when no lane failed.
+  template <class Move>
+  WARPSTORE_HD bool each_staged_chunk(unsigned mask, bool want, std::uint32_t b, std::uint64_t off,
+                                      std::uint64_t have, const std::byte* data,
+                                      Move&& move) const {
+    bool ok = true;
+    each_wanting_lane(mask, want, [&](unsigned src, unsigned rank, unsigned lanes) {
+      const checkpoint_buffer& buf = buffers[detail::warp::shfl(mask, b, src)];
+      auto* staged = reinterpret_cast<std::byte*>(
+          detail::warp::shfl(mask, reinterpret_cast<std::uint64_t>(data), src));
+      const std::uint64_t o = detail::warp::shfl(mask, off, src);
+      const std::uint64_t h = detail::warp::shfl(mask, have, src);
+      if (!move(src, buf, staged, o, h, rank, lanes)) ok = false;
+      detail::warp::sync(mask);
+    });
+    return detail::warp::ballot(mask, !ok) == 0;
   }
 
   // Fills the staged chunks of the lanes with `want` (a tail of a device
   // buffer, or a piece of an array) with the buffer's bytes, zero padded.
   WARPSTORE_HD bool stage_in(unsigned mask, bool want, std::uint32_t b, std::uint64_t off,
                              std::uint32_t len, std::uint64_t have, std::byte* data) const {
-    const unsigned lanes = detail::warp::popcount(mask);
-    const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
-    bool ok = true;
-    unsigned todo = detail::warp::ballot(mask, want);
-    while (todo) {
-      const unsigned src = detail::warp::first_lane(todo);
-      todo &= todo - 1;
-      const checkpoint_buffer& buf = buffers[detail::warp::shfl(mask, b, src)];
-      auto* dst = reinterpret_cast<std::byte*>(
-          detail::warp::shfl(mask, reinterpret_cast<std::uint64_t>(data), src));
-      const std::uint64_t o = detail::warp::shfl(mask, off, src);
-      const std::uint64_t h = detail::warp::shfl(mask, have, src);
+    const auto fill = [&](unsigned src, const checkpoint_buffer& buf, std::byte* dst,
+                          std::uint64_t o, std::uint64_t h, unsigned rank, unsigned lanes) {
       const std::uint32_t n = detail::warp::shfl(mask, len, src);
+      bool ok = true;
       std::uint64_t from = 0;
       if (buf.kind == checkpoint_buffer_kind::array) {
         // read_span groups the calling lanes itself: the whole warp calls.
@@ -255,39 +279,30 @@ struct checkpoint_ref {
         }
         from = h;
       }
-      for (std::uint64_t k = from + rank; k < n; k += lanes) dst[k] = k < h ? buf.device[o + k] : std::byte{0};
-      detail::warp::sync(mask);
-    }
-    return detail::warp::ballot(mask, !ok) == 0;
+      for (std::uint64_t k = from + rank; k < n; k += lanes)
+        dst[k] = k < h ? buf.device[o + k] : std::byte{0};
+      return ok;
+    };
+    return each_staged_chunk(mask, want, b, off, have, data, fill);
   }
 
   // The other way: the buffer's bytes of each staged chunk leave staging.
   WARPSTORE_HD bool stage_out(unsigned mask, bool want, std::uint32_t b, std::uint64_t off,
                               std::uint64_t have, const std::byte* data) const {
-    const unsigned lanes = detail::warp::popcount(mask);
-    const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
-    bool ok = true;
-    unsigned todo = detail::warp::ballot(mask, want);
-    while (todo) {
-      const unsigned src = detail::warp::first_lane(todo);
-      todo &= todo - 1;
-      const checkpoint_buffer& buf = buffers[detail::warp::shfl(mask, b, src)];
-      const auto* from = reinterpret_cast<const std::byte*>(
-          detail::warp::shfl(mask, reinterpret_cast<std::uint64_t>(data), src));
-      const std::uint64_t o = detail::warp::shfl(mask, off, src);
-      const std::uint64_t h = detail::warp::shfl(mask, have, src);
+    const auto drain = [&](unsigned src, const checkpoint_buffer& buf, const std::byte* from,
+                           std::uint64_t o, std::uint64_t h, unsigned rank, unsigned lanes) {
       if (buf.kind == checkpoint_buffer_kind::array) {
         if (!buf.array.write_span(o, h, from)) {
           if (detail::warp::lane() == src)
             control->fault.record(checkpoint_phase::array_write, b, nvme::status::ok(), o, 0);
-          ok = false;
+          return false;
         }
       } else {
         for (std::uint64_t k = rank; k < h; k += lanes) buf.device[o + k] = from[k];
       }
-      detail::warp::sync(mask);
-    }
-    return detail::warp::ballot(mask, !ok) == 0;
+      return true;
+    };
+    return each_staged_chunk(mask, want, b, off, have, data, drain);
   }
 
   // Adds this warp's checksum and arrives; true on the warp that arrived
