@@ -369,10 +369,15 @@ std::vector<bench::result> pressure(const bench::parsed_args& args, const std::s
     // holds: 64 lines of cache, `threads` lanes each pinning its own line.
     options o = gpu_options(kind, 4096, 64 * 4096);
     o.ways = 4;
-    o.timeout_ns = 2'000'000'000ull;  // a lane may wait this long for a pin, then reports
+    // A lane waits for a pin until its set has not changed for this long;
+    // while other lanes pin and let go there, up to 16 times as long
+    // (detail::deadline::max_extension). The launch runs in waves of
+    // resident warps (four of them at 1 M threads on an H100), each of which
+    // may wait that long: 0.5 s keeps the whole run within half a minute.
+    o.timeout_ns = 500'000'000ull;
     array<std::uint64_t> a(path, 0, o);
     device_buffer<unsigned long long> wrong(1), refused(1);
-    const kernel_run k = run_kernel(a, 120, "pin-everything kernel", [&] {
+    const kernel_run k = run_kernel(a, 240, "pin-everything kernel", [&] {
       pin_everything_kernel<<<blocks, 256>>>(a.ref(), wrong.p, refused.p);
     });
     const double s = k.seconds;
@@ -386,6 +391,7 @@ std::vector<bench::result> pressure(const bench::parsed_args& args, const std::s
         object_builder()
             .add("threads", threads)
             .add("cache_lines", 64)
+            .add("timeout_s", static_cast<double>(o.timeout_ns) / 1e9)
             .add("refused_pins", ref)
             .add("errors_reported", errors)
             .add("error", err)
