@@ -37,6 +37,7 @@ import time
 import numpy as np
 
 import warpstore
+from warpstore._tools import as_numpy, index_on
 
 DIM = 128
 
@@ -46,19 +47,8 @@ def cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
-def to_index(idx, device):
-    if device == "cpu":
-        return idx
-    import torch
-    return torch.from_numpy(idx).to(device)
-
-
-def as_numpy(x):
-    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
-
-
 def gather_checked(a, data, idx, device):
-    got = as_numpy(a[to_index(idx, device)])
+    got = as_numpy(a[index_on(idx, device)])
     if not np.array_equal(got, data[idx]):
         raise AssertionError("gather returned wrong rows")
 

@@ -28,17 +28,7 @@ import time
 import numpy as np
 
 import warpstore
-
-
-def device_index(idx, device):
-    if device == "cpu":
-        return idx
-    import torch
-    return torch.from_numpy(idx).to(device)
-
-
-def as_numpy(x):
-    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
+from warpstore._tools import as_numpy, index_on
 
 
 def sync(device):
@@ -49,7 +39,7 @@ def sync(device):
 
 def timed_gather(a, idx, device, want):
     """Seconds of one gather of idx, and the number of wrong results."""
-    di = device_index(idx, device)
+    di = index_on(idx, device)
     sync(device)
     t0 = time.perf_counter()
     got = a[di]

@@ -14,6 +14,19 @@ import numpy as np
 GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
 
+def index_on(idx, device):
+    """A NumPy index array on `device` ("cpu": itself; else a torch tensor there)."""
+    if device == "cpu":
+        return idx
+    import torch
+    return torch.from_numpy(idx).to(device)
+
+
+def as_numpy(x):
+    """A gather's result (torch tensor on any device, or NumPy) as NumPy."""
+    return x.cpu().numpy() if hasattr(x, "cpu") else np.asarray(x)
+
+
 def parse_size(text):
     from ._backend import backend
 

@@ -32,25 +32,29 @@ inline std::uint32_t& completion_dw3_word(nvme::completion& e) {
 
 }  // namespace
 
+bool host_controller::worker::read_doorbell(queue_ctx& q, std::uint32_t* doorbell,
+                                             const char* queue, const char* which,
+                                             std::uint32_t& value) {
+  value = detail::system_atomic<std::uint32_t>(*doorbell)
+              .load(detail::memory_order_acquire);
+  if (value <= q.mask) return true;
+  if (!q.doorbell_fault) {
+    q.doorbell_fault = true;
+    owner_.record_failure("host controller: " + std::string(queue) + " " +
+                          std::to_string(q.ref.qid) + " " + which + " doorbell holds " +
+                          std::to_string(value) + ", beyond depth " + std::to_string(q.mask + 1));
+  }
+  return false;
+}
+
 // Copies every new SQE of every owned queue and starts it.
 bool host_controller::worker::fetch() {
   bool any = false;
   const std::size_t n = queues_.size();
   for (std::size_t k = 0; k < n; ++k) {
     queue_ctx& q = queues_[(next_queue_ + k) % n];
-    const std::uint32_t tail = detail::system_atomic<std::uint32_t>(*q.ref.sq_tail_doorbell)
-                                   .load(detail::memory_order_acquire);
-    if (tail > q.mask) {
-      // An NVMe controller would raise an "invalid doorbell write" event; we
-      // ignore the write and say so once.
-      if (!q.doorbell_fault) {
-        q.doorbell_fault = true;
-        owner_.record_failure("host controller: SQ " + std::to_string(q.ref.qid) +
-                              " tail doorbell holds " + std::to_string(tail) + ", beyond depth " +
-                              std::to_string(q.mask + 1));
-      }
-      continue;
-    }
+    std::uint32_t tail = 0;
+    if (!read_doorbell(q, q.ref.sq_tail_doorbell, "SQ", "tail", tail)) continue;
     std::uint32_t available = (tail - q.sq_head) & q.mask;
     if (available == 0) continue;
     if (tail != q.last_tail) {
@@ -229,17 +233,8 @@ bool host_controller::worker::post() {
   bool any = false;
   for (queue_ctx& q : queues_) {
     if (q.pending_count == 0) continue;
-    const std::uint32_t head = detail::system_atomic<std::uint32_t>(*q.ref.cq_head_doorbell)
-                                   .load(detail::memory_order_acquire);
-    if (head > q.mask) {
-      if (!q.doorbell_fault) {
-        q.doorbell_fault = true;
-        owner_.record_failure("host controller: CQ " + std::to_string(q.ref.qid) +
-                              " head doorbell holds " + std::to_string(head) + ", beyond depth " +
-                              std::to_string(q.mask + 1));
-      }
-      continue;
-    }
+    std::uint32_t head = 0;
+    if (!read_doorbell(q, q.ref.cq_head_doorbell, "CQ", "head", head)) continue;
     const std::uint32_t used = (q.cq_tail - head) & q.mask;
     std::uint32_t room = q.mask - used;  // one entry always stays empty
     while (room > 0 && q.pending_count > 0) {

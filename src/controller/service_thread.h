@@ -99,6 +99,13 @@ class host_controller::worker final : public host_detail::service_unit {
     std::uint32_t flush_count = 0;
   };
 
+  // The value the GPU wrote to one of q's doorbells (`queue` "SQ" or "CQ",
+  // `which` "tail" or "head"); false where it lies beyond the ring: a
+  // controller would raise an invalid-doorbell-write event; this one ignores
+  // the write and reports it once a queue.
+  bool read_doorbell(queue_ctx& q, std::uint32_t* doorbell, const char* queue,
+                     const char* which, std::uint32_t& value);
+
   // Round steps; each returns whether it did anything.
   bool fetch();
   bool submit();
