@@ -242,8 +242,9 @@ std::string load_includes(const std::string& method, const config& cfg) {
     return "pages dropped (fadvise DONTNEED), cudaHostAlloc(mapped), buffered file read from disk (" + t + ")";
   if (method == "uvm") return "cudaMallocManaged (host preferred), buffered file read (" + t + ")";
   if (method == "memory")
-    return "memory controller: cudaHostAlloc(mapped), zeroing the buffer (library), buffered pread (" + t +
-           "); cache and arrays";
+    return "memory controller: the read-only file's page-cache pages mapped (MAP_POPULATE) and pinned "
+           "(cudaHostRegister), or where that is refused cudaHostAlloc(mapped) and a buffered pread (" +
+           t + "); cache and arrays";
   if (method == "host")
     return "host controller open (O_DIRECT off: reads served by the page cache); cache and arrays";
   if (method == "host-cold")
