@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <stdexcept>
@@ -125,14 +126,18 @@ inline void run_lanes(unsigned lanes, const std::function<void(unsigned)>& body)
 // differ from want(i); all of them when it cannot be read that far.
 template <class Want>
 std::uint64_t file_mismatches(const std::string& path, std::uint64_t words, Want&& want) {
-  std::vector<std::uint64_t> buf(words);
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) return words;
-  const ssize_t r = ::pread(fd, buf.data(), words * 8, 0);
-  ::close(fd);
-  if (r != static_cast<ssize_t>(words * 8)) return words;
+  std::vector<std::byte> bytes;
+  try {
+    bytes = file_bytes_at(path, 0, words * 8);
+  } catch (const std::runtime_error&) {
+    return words;
+  }
   std::uint64_t bad = 0;
-  for (std::uint64_t i = 0; i < words; ++i) bad += buf[i] != want(i);
+  for (std::uint64_t i = 0; i < words; ++i) {
+    std::uint64_t w;
+    std::memcpy(&w, bytes.data() + 8 * i, 8);
+    bad += w != want(i);
+  }
   return bad;
 }
 
