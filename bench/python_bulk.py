@@ -31,7 +31,7 @@ import time
 import numpy as np
 
 import warpstore
-from warpstore._tools import GOLDEN, human_bytes, result, table, write_pattern_file, write_results
+from warpstore._tools import GOLDEN, human_bytes, import_kvikio, result, table, write_pattern_file, write_results
 
 SEED = 0
 
@@ -96,11 +96,10 @@ def run(path, sizes, repeat, json_path, command):
             pass
     sync = torch.cuda.synchronize if cuda else (lambda: None)
     try:
-        import kvikio
-        kvikio_note = f"kvikio {getattr(kvikio, '__version__', '?')}"
-    except Exception as e:  # noqa: BLE001 (any failure to import means: not measured)
+        kvikio, kvikio_note = import_kvikio()
+    except Exception as e:  # noqa: BLE001 (not installed, or its thread pool cannot be set: not measured)
         kvikio = None
-        kvikio_note = f"kvikio not importable ({type(e).__name__}: {e})"
+        kvikio_note = f"kvikio not usable ({type(e).__name__}: {e})"
     if not cuda:
         kvikio_note = "no GPU (CPU target): kvikio not run"
         kvikio = None

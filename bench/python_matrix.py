@@ -92,7 +92,7 @@ import numpy as np
 
 import warpstore
 from warpstore._array import _row_line
-from warpstore._tools import GOLDEN, human_bytes, parse_size, table, write_pattern_file
+from warpstore._tools import GOLDEN, human_bytes, import_kvikio, parse_size, table, write_pattern_file
 from warpstore.cli import _Parser, _fail, _list, _positive
 
 ROW_SIZES = {"128B": 128, "512B": 512, "4096B": 4096, "16384B": 16384}
@@ -178,15 +178,12 @@ class Matrix:
         self.bulk_path = os.path.join(args.dir, "warpstore-regimes-bulk.dat")
         self.results, self.left_out, self.cells = [], [], []
         self.rng = np.random.default_rng(args.seed)
-        self.kvikio, self.kvikio_why = None, "no GPU"
+        self.kvikio, self.kvikio_why, self.kvikio_note = None, "no GPU", None
         if self.gpu:
             try:
-                import kvikio
-
-                self.kvikio = kvikio
-                self._kvikio_threads()
-            except Exception as e:  # ImportError, or a kvikio that cannot load its library
-                self.kvikio_why = f"import kvikio failed: {' '.join(str(e).split())[:160]}"
+                self.kvikio, self.kvikio_note = import_kvikio()
+            except Exception as e:  # ImportError, a kvikio that cannot load its library or set its pool
+                self.kvikio_why = f"kvikio not usable: {' '.join(str(e).split())[:160]}"
         self.pinned = self.gpu_copy = None
         self.phase_seconds = {}
         self._open = {}
@@ -196,17 +193,6 @@ class Matrix:
     # -- helpers ---------------------------------------------------------
     def _scaled(self, n, quantum):
         return max(quantum, int(n * self.scale) // quantum * quantum)
-
-    def _kvikio_threads(self):
-        n = os.cpu_count() or 1
-        d = self.kvikio.defaults
-        for call in (lambda: d.set({"num_threads": n}), lambda: d.set("num_threads", n),
-                     lambda: d.num_threads_reset(n)):
-            try:
-                call()
-                return
-            except Exception:  # the API moved between KvikIO releases
-                pass
 
     def elapsed(self):
         return time.perf_counter() - self.t0
@@ -1130,6 +1116,7 @@ class Matrix:
                                phases={k: round(v, 1) for k, v in self.phase_seconds.items()},
                                gpu=self.gpu, backend=self.ext.__name__, failures=self.failures,
                                torch_threads=self.torch.get_num_threads(),
+                               kvikio=self.kvikio_note or self.kvikio_why,
                                warpstore_settings=warpstore.settings.as_dict()))
         # Rows another benchmark keeps in this file (python_pressure.py's
         # pressure.*) stay, with their own device, date and commit.
@@ -1164,7 +1151,7 @@ def run(args, log=print):
     m = Matrix(args, log)
     log(f"regime map: {m.device_name}, file {human_bytes(m.file_bytes)} in {args.dir}, scale "
         f"{args.scale}, budget {args.budget_s:.0f} s, kvikio: "
-        f"{'yes' if m.kvikio else m.kvikio_why}")
+        f"{m.kvikio_note if m.kvikio else m.kvikio_why}")
     try:
         m.setup()
         t = time.perf_counter()

@@ -118,3 +118,36 @@ def test_bad_arguments_fail_in_one_line(tmp_path):
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 2, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+def _fake_kvikio(monkeypatch, honours_threads):
+    """A stand-in `kvikio` whose `defaults` submodule keeps (or ignores) num_threads."""
+    import types
+
+    state = {"num_threads": 1, "compat_mode": None}
+    kv = types.ModuleType("kvikio")
+    kv.__version__ = "0.test"
+    defaults = types.ModuleType("kvikio.defaults")
+
+    def set_(d):
+        if honours_threads:
+            state.update(d)
+
+    defaults.set = set_
+    defaults.get = state.get
+    defaults.is_compat_mode_preferred = lambda: True
+    kv.defaults = defaults
+    monkeypatch.setitem(sys.modules, "kvikio", kv)
+    monkeypatch.setitem(sys.modules, "kvikio.defaults", defaults)
+
+
+def test_kvikio_competitor_gets_every_core(monkeypatch):
+    # KvikIO's pool defaults to one thread: a competitor left there is a weak one.
+    from warpstore._tools import import_kvikio
+
+    _fake_kvikio(monkeypatch, honours_threads=True)
+    _, note = import_kvikio(threads=12)
+    assert "12 threads" in note and "POSIX" in note
+    _fake_kvikio(monkeypatch, honours_threads=False)
+    with pytest.raises(RuntimeError, match="1 threads after asking for 12"):
+        import_kvikio(threads=12)

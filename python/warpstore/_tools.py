@@ -115,6 +115,35 @@ def git_commit():
         return "unknown"
 
 
+def import_kvikio(threads=None):
+    """KvikIO set up as a competitor at its strongest here: (module, note).
+
+    Its thread pool defaults to one thread, which makes it a weak competitor;
+    this sets it to `threads` (default: every core) and checks that it took.
+    `kvikio.defaults` is a submodule that `import kvikio` does not load.
+    Raises ImportError where KvikIO is not installed, RuntimeError where its
+    thread pool cannot be set.
+    """
+    import kvikio
+    import kvikio.defaults as defaults
+
+    want = threads or os.cpu_count() or 1
+    if hasattr(defaults, "set"):  # KvikIO 25.04 and later
+        defaults.set({"num_threads": want})
+        got = defaults.get("num_threads")
+        compat = getattr(defaults.get("compat_mode"), "name", "?")
+        if hasattr(defaults, "is_compat_mode_preferred"):
+            compat += ", POSIX" if defaults.is_compat_mode_preferred() else ", cuFile"
+    else:
+        defaults.num_threads_reset(want)
+        got = defaults.get_num_threads()
+        compat = defaults.compat_mode()
+    if got != want:
+        raise RuntimeError(f"kvikio's thread pool has {got} threads after asking for {want}")
+    version = getattr(kvikio, "__version__", "?")
+    return kvikio, f"kvikio {version}, {got} threads, compat_mode {compat}"
+
+
 def write_results(path, study, device, command, results):
     """Writes bench/results/<study>.json in the docs/RESULTS.md format."""
     doc = {
