@@ -10,20 +10,20 @@
 //
 // It touches the device through two seams only:
 //  - nvme_bar: BAR0, mapped somewhere in this process. The software model
-//    (nvme_model.h) gives its register file; VFIO will give the mmap of the
-//    device's BAR0 region (VFIO_DEVICE_GET_REGION_INFO + mmap).
+//    (nvme_model.h) gives its register file; vfio_device (vfio.h) gives the
+//    mmap of the device's BAR0 region (VFIO_DEVICE_GET_REGION_INFO + mmap).
 //  - dma_memory: memory the device can reach, and the address the device
 //    must be given for it (its IOVA). host_dma_memory is ordinary host
 //    memory whose IOVA is its virtual address, which is what the model
-//    expects. A VFIO implementation will allocate pinned host memory (or
-//    take GPU memory exported as a dma-buf) and map it into the device's
-//    IOMMU domain with VFIO_IOMMU_MAP_DMA, answering iova() from its own
-//    mapping table. Nothing in the driver assumes iova == virtual address.
+//    expects. vfio_dma_memory (vfio.h) allocates host memory and maps it
+//    into the device's IOMMU domain with VFIO_IOMMU_MAP_DMA, answering
+//    iova() from its own mapping table. Nothing in the driver assumes
+//    iova == virtual address.
 //
-// Not wired in yet: no warpstore `controller` uses this, and neither
-// make_controller nor the settings know it. The `nvme` controller that owns
-// a driver, maps the doorbells into the GPU and runs the GPU data path over
-// its queue pairs (with VFIO underneath) is the next step.
+// Not wired in: no warpstore `controller` uses this, and neither
+// make_controller nor the settings know it. The `nvme` controller that would
+// own a driver, map the doorbells into the GPU and run the GPU data path over
+// its queue pairs (with VFIO underneath) is not built.
 //
 // Not done (by design, for now): interrupts (everything polls), more than
 // one namespace (nsid is an option, one per driver), SGLs, metadata / end-to-end
