@@ -541,6 +541,19 @@ TEST_F(VfioFakeTree, EachMissingPieceIsNamedWithItsFix) {
   EXPECT_EQ(open_fails(bdf_, o_, {"VFIO_GET_API_VERSION", "/dev/vfio/vfio"}), ENOTTY);
 }
 
+// A device present and bound in (fake) sysfs, and this machine's real /dev,
+// where VFIO is not loaded.
+TEST_F(VfioFakeTree, ThisMachinesDevHasNoVfioContainer) {
+  if (::access("/dev/vfio/vfio", F_OK) == 0) GTEST_SKIP() << "this machine has /dev/vfio/vfio";
+  link("iommu_group", "../../../../kernel/iommu_groups/7");
+  link("driver", "../../../../bus/pci/drivers/vfio-pci");
+  vfio_device_options o = o_;
+  o.paths.dev = "/dev";
+  EXPECT_EQ(open_fails(bdf_, o, {"cannot open the VFIO container /dev/vfio/vfio",
+                                 "modprobe vfio-pci", "warpstore nvme doctor"}),
+            ENOENT);
+}
+
 TEST_F(VfioFakeTree, AGroupLinkThatIsNoNumberIsRefused) {
   link("iommu_group", "../../../../kernel/iommu_groups/seven");
   open_fails(bdf_, o_, {"names 'seven', not a number"});
