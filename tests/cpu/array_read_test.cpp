@@ -72,8 +72,16 @@ TEST_P(ArrayRead, ScanVerifiesEveryByte) {
   });
   EXPECT_EQ(wrong.load(), 0u);
   a.check();
-  // Every line was brought in at least once (a busy set may evict one early).
-  EXPECT_GE(a.stats().bytes_read, file_.bytes());
+  // Every line was brought in at least once (a busy set may evict one early),
+  // or read around it: the memory controller lets a read whose set is busy
+  // copy from host memory instead of waiting, and under a slow schedule (the
+  // sanitizers) every read of a line can go that way, so the line is never
+  // filled. Each such line was read around at least once.
+  const auto s = a.stats();
+  EXPECT_GE(s.bytes_read + s.read_around * 4096u, file_.bytes());
+  if (GetParam() != controller_kind::memory) {
+    EXPECT_EQ(s.read_around, 0u);
+  }
 }
 
 TEST_P(ArrayRead, OutOfRangeIndexIsReportedNotRead) {
