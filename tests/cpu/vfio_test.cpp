@@ -132,18 +132,12 @@ std::size_t open_fds() {
 
 TEST(VfioPciAddress, ParsesTheFormsTheDoctorTakes) {
   const pci_address a = pci_address::parse("0000:65:00.0");
-  EXPECT_EQ(a.domain, 0u);
-  EXPECT_EQ(a.bus, 0x65u);
-  EXPECT_EQ(a.device, 0u);
-  EXPECT_EQ(a.function, 0u);
+  EXPECT_EQ(a, (pci_address{0, 0x65, 0, 0}));
   EXPECT_EQ(a.text(), "0000:65:00.0");
   EXPECT_EQ(pci_address::parse("nvme://0000:65:00.0"), a);
   EXPECT_EQ(pci_address::parse("65:00.0"), a);
   const pci_address b = pci_address::parse("ABCD:eF:1f.7");
-  EXPECT_EQ(b.domain, 0xabcdu);
-  EXPECT_EQ(b.bus, 0xefu);
-  EXPECT_EQ(b.device, 0x1fu);
-  EXPECT_EQ(b.function, 7u);
+  EXPECT_EQ(b, (pci_address{0xabcd, 0xef, 0x1f, 7}));
   EXPECT_EQ(b.text(), "abcd:ef:1f.7");
   EXPECT_EQ(pci_address::parse("nvme://ffff:ff:1f.7").text(), "ffff:ff:1f.7");
 }
