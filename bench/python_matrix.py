@@ -178,12 +178,13 @@ class Matrix:
         self.bulk_path = os.path.join(args.dir, "warpstore-regimes-bulk.dat")
         self.results, self.left_out, self.cells = [], [], []
         self.rng = np.random.default_rng(args.seed)
-        self.kvikio, self.kvikio_why, self.kvikio_note = None, "no GPU", None
+        # kvikio_note: its version and pool where it runs, else why it does not.
+        self.kvikio, self.kvikio_note = None, "no GPU"
         if self.gpu:
             try:
                 self.kvikio, self.kvikio_note = import_kvikio()
             except Exception as e:  # ImportError, a kvikio that cannot load its library or set its pool
-                self.kvikio_why = f"kvikio not usable: {' '.join(str(e).split())[:160]}"
+                self.kvikio_note = f"kvikio not usable: {' '.join(str(e).split())[:160]}"
         self.pinned = self.gpu_copy = None
         self.phase_seconds = {}
         self._open = {}
@@ -524,7 +525,7 @@ class Matrix:
         for k, m in enumerate(methods):
             why = None
             if m == "kvikio" and self.kvikio is None:
-                why = self.kvikio_why
+                why = self.kvikio_note
             elif m in MEM_METHODS and not self.gpu:
                 why = "no GPU"
             elif m in MEM_METHODS and not page:
@@ -836,7 +837,7 @@ class Matrix:
                 elif m in ("kvikio", "h2d_pinned") and not self.gpu:
                     why = "no GPU"
                 elif m == "kvikio" and self.kvikio is None:
-                    why = self.kvikio_why
+                    why = self.kvikio_note
                 elif m == "h2d_pinned" and (res == "disk" or size > self.file_bytes or
                                             self.pinned is None):
                     why = ("an in-memory ceiling, page cache only" if res == "disk" else
@@ -880,7 +881,7 @@ class Matrix:
                     ceiling_name="KvikIO CuFile.read of the same range" if kv else None,
                     ratio=f["gb_s"] / kv if kv else None, verified=wrong == 0, mismatches=wrong,
                     params=dict(bytes=size, target=1.0, reps=reps, **f["extra"],
-                                **({} if kv else {"reason": f"no KvikIO figure: {self.kvikio_why}"}))))
+                                **({} if kv else {"reason": f"no KvikIO figure: {self.kvikio_note}"}))))
             if path == self.bulk_path and not self.args.keep:
                 os.unlink(path)
 
@@ -1116,7 +1117,7 @@ class Matrix:
                                phases={k: round(v, 1) for k, v in self.phase_seconds.items()},
                                gpu=self.gpu, backend=self.ext.__name__, failures=self.failures,
                                torch_threads=self.torch.get_num_threads(),
-                               kvikio=self.kvikio_note or self.kvikio_why,
+                               kvikio=self.kvikio_note,
                                warpstore_settings=warpstore.settings.as_dict()))
         # Rows another benchmark keeps in this file (python_pressure.py's
         # pressure.*) stay, with their own device, date and commit.
@@ -1151,7 +1152,7 @@ def run(args, log=print):
     m = Matrix(args, log)
     log(f"regime map: {m.device_name}, file {human_bytes(m.file_bytes)} in {args.dir}, scale "
         f"{args.scale}, budget {args.budget_s:.0f} s, kvikio: "
-        f"{m.kvikio_note if m.kvikio else m.kvikio_why}")
+        f"{m.kvikio_note}")
     try:
         m.setup()
         t = time.perf_counter()

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -20,29 +21,21 @@
 #include <utility>
 #include <vector>
 
+#include "controller/nvme_driver_impl.h"
 #include "warpstore/error.h"
 
 namespace warpstore {
 namespace {
 
-constexpr std::uint64_t page = 4096;
+// The driver core's page (the unit of its PRPs and of IOMMU mappings) and
+// the text helpers of its messages.
+using detail::nvme_driver_impl::hex;
+using detail::nvme_driver_impl::page;
+using detail::nvme_driver_impl::round_up;
+
 constexpr std::uint64_t max_align = 1ull << 30;
 // What the doctor tells a user to run; every "what to do" points there.
 constexpr const char* doctor = "see `warpstore nvme doctor` and docs/NVME.md";
-
-std::uint64_t round_up(std::uint64_t v, std::uint64_t to) {
-  return (v + to - 1) / to * to;
-}
-
-bool power_of_two(std::uint64_t v) {
-  return v != 0 && (v & (v - 1)) == 0;
-}
-
-std::string hex(std::uint64_t v) {
-  char buf[24];
-  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
-  return buf;
-}
 
 std::string errno_text(int err) {
   return std::system_category().message(err);
@@ -225,7 +218,7 @@ std::uint64_t vfio_dma_memory::map_range(std::uintptr_t base, std::size_t bytes,
 
 void* vfio_dma_memory::alloc(std::size_t bytes, std::size_t align) {
   if (align == 0) align = 1;
-  if (!power_of_two(align) || align > max_align)
+  if (!std::has_single_bit(align) || align > max_align)
     throw invalid_argument(
         prefix() + "alignment " + std::to_string(align) + " is not a power of two up to 1 GiB",
         options_.name);
