@@ -70,6 +70,19 @@ def test_cells_and_summaries(regimes):
     disk = [r for n, r in names.items() if ".disk." in n and n.endswith(".warpstore_host")]
     assert disk and all(r["params"]["residency"] == "disk" for r in disk)
     assert "summary:" in text and "left out" in text
+    # Short page-cache sequences are timed in rounds, the median kept; a
+    # ws10 cell's new batches and the on-disk cells are timed once.
+    for n, r in names.items():
+        p = r.get("params") or {}
+        rounds = p.get("round_seconds")
+        if rounds:
+            assert ".page." in n, n
+            assert not (".ws10." in n and ".warpstore_" in n), n
+            assert len(rounds) == 5 and p["seconds"] == pytest.approx(sorted(rounds)[2], abs=2e-6)
+    assert any((r.get("params") or {}).get("round_seconds") for n, r in names.items()
+               if ".page.512B.1K.ws0p1." in n and n.endswith(".warpstore_host"))
+    assert not any((r.get("params") or {}).get("round_seconds") for n, r in names.items()
+                   if ".disk." in n)
 
 
 def test_left_out_listed_with_reasons(regimes):
