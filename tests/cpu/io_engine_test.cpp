@@ -42,13 +42,6 @@ unsigned engine_threads() {
   return n;
 }
 
-// Sanitizers slow every round several times over; the idle bound allows it.
-#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
-constexpr double idle_share_bound = 0.10;
-#else
-constexpr double idle_share_bound = 0.02;
-#endif
-
 options engine_options(std::uint32_t threads) {
   options o;
   o.controller = controller_kind::host;
@@ -96,7 +89,7 @@ TEST(IoEngine, ManyArraysShareOnePool) {
 
   std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // past the long quiet
   const double share = test::idle_cpu_share(std::chrono::milliseconds(1000));
-  EXPECT_LT(share, idle_share_bound) << "64 idle arrays took " << share << " of a core";
+  EXPECT_LT(share, test::idle_share_bound) << "64 idle arrays took " << share << " of a core";
 
   // A read after the long quiet, with nothing announced, is still served.
   EXPECT_EQ(wrong_reads(*arrays[17], 50, 99), 0u);

@@ -98,6 +98,14 @@ struct temp_dir {
   std::string operator/(const std::string& name) const { return path + "/" + name; }
 };
 
+// What idle service threads may cost, in cores (idle_cpu_share): sanitizers
+// slow every wake-up several times over, and the bound allows it.
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr double idle_share_bound = 0.10;
+#else
+constexpr double idle_share_bound = 0.02;
+#endif
+
 // CPU seconds per wall second the whole process spent while this thread
 // slept for `wall`: what its idle threads cost.
 inline double idle_cpu_share(std::chrono::milliseconds wall) {
