@@ -1,6 +1,6 @@
+#include <optional>
 #include <stdexcept>
 #include <string>
-#include <utility>
 
 #include "gather.cuh"
 #include "gather.h"
@@ -67,41 +67,42 @@ void erased_array::give_back(call_slot s) const {
 std::uint64_t erased_array::gather(const void* idx, std::uint32_t index_bytes, std::uint64_t n,
                                    void* out, std::uintptr_t stream,
                                    const interrupt_poll& poll) const {
-  started s = start(idx, index_bytes, n, out, stream, poll, /*waits=*/true);
+  // The caller waits at once: it holds the controller awake for the call
+  // itself rather than queue a host callback that ends the activity (one
+  // in the stream costs a small gather tens of microseconds: the driver's
+  // thread runs it, and the event waits for it).
+  std::optional<activity_scope> awake;
+  if (n != 0) awake.emplace(*base_->shared_controller());
+  started s = start(idx, index_bytes, n, out, stream, poll, /*announce_here=*/false);
   return finish(s, poll);
 }
 
 erased_array::started erased_array::start(const void* idx, std::uint32_t index_bytes,
                                           std::uint64_t n, void* out, std::uintptr_t stream,
-                                          const interrupt_poll& poll, bool waits) const {
+                                          const interrupt_poll& poll, bool announce_here) const {
   if (index_bytes != 4 && index_bytes != 8)
     throw warpstore::invalid_argument("indices must be 32- or 64-bit integers");
   started s;
   if (n == 0) return s;
   // The service threads poll at full speed while the gather's reads run,
-  // and sleep as soon as they are over: the done hook ends the activity, or,
-  // for a caller that waits at once, finish() does (a host callback in the
-  // stream costs a small gather tens of microseconds: the driver's thread
-  // runs it, and the event waits for it). A controller without service
-  // threads (memory) announces nothing.
+  // and sleep as soon as they are over (the done hook ends the activity).
+  // A controller without them (memory) needs no hook.
   controller& ctl = *base_->shared_controller();
-  const bool announce = ctl.announces_activity();
-  const bool hook = announce && !waits;
+  const bool announce = announce_here && ctl.announces_activity();
   if (announce) ctl.begin_activity();
   bool queued = false;
   try {
     s.slot = take_slot();
     s.live = true;
     launch_gather(*this, idx, index_bytes, n, out, stream, s.slot, poll,
-                  hook ? done_hook{&end_activity, &ctl} : done_hook{}, queued);
+                  announce ? done_hook{&end_activity, &ctl} : done_hook{}, queued);
   } catch (...) {
     // The slot's record may be in any state; a fresh one serves the next call.
     if (s.live) destroy_call_slot(s.slot);
     s.live = false;
-    if (announce && !(queued && hook)) ctl.end_activity();
+    if (!queued && announce) ctl.end_activity();
     throw;
   }
-  if (announce && !hook) s.ends = &ctl;
   return s;
 }
 
@@ -110,14 +111,6 @@ bool erased_array::done(const started& s) const { return !s.live || gather_done(
 std::uint64_t erased_array::finish(started& s, const interrupt_poll& poll) const {
   if (!s.live) return no_bad_position;
   s.live = false;
-  // Ends the activity start() began without a hook, once the wait is over
-  // (whatever it raises).
-  struct activity_end {
-    controller* c;
-    ~activity_end() {
-      if (c != nullptr) c->end_activity();
-    }
-  } ends{std::exchange(s.ends, nullptr)};
   call_record rec{};
   try {
     wait_gather(s.slot, poll);

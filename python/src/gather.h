@@ -101,12 +101,13 @@ class erased_array {
   struct started {
     call_slot slot;
     bool live = false;  // started and not yet finished
-    controller* ends = nullptr;  // whose activity finish() ends (no hook in the stream)
   };
-  // waits: the caller finishes at once (gather), so finish() ends the
-  // controller's activity and the stream carries no host callback.
+  // announce_here: start announces the gather to the controller and a hook in
+  // the stream ends it; false for a caller that holds the controller awake
+  // itself (gather, with an activity_scope).
   started start(const void* idx, std::uint32_t index_bytes, std::uint64_t n, void* out,
-                std::uintptr_t stream, const interrupt_poll& poll = {}, bool waits = false) const;
+                std::uintptr_t stream, const interrupt_poll& poll = {},
+                bool announce_here = true) const;
   std::uint64_t finish(started& s, const interrupt_poll& poll = {}) const;
   bool done(const started& s) const;  // never blocks
 
