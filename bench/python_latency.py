@@ -5,7 +5,11 @@ one launch and one synchronisation. This times, per call and per row size:
 
   defaults      Array.gather with every default (controller="auto")
   host          Array.gather with controller="host"
-  extension     the extension's own call (no Python wrapper), defaults
+  extension     the extension's own call (no Python wrapper), defaults,
+                with DLPack tensors
+  extension_raw the same from addresses (gather_raw: what Array.gather
+                calls with torch tensors)
+  prep          the wrapper's checks, output and stream alone (no gather)
   index_select  torch.index_select on a GPU copy (the in-memory floor)
   threads_pinned  torch.index_select from the mapped file into pinned
                 memory, then a non-blocking copy (the best CPU path)
@@ -82,6 +86,15 @@ def main():
                         assert torch.equal(out, want)
                         res["extension"] = timed(lambda: a._impl.gather(idx, out.view(-1), s),
                                                  args.calls)
+                        out.zero_()
+                        a._impl.gather_raw(idx.data_ptr(), 8, args.rows, dev.index or 0,
+                                           out.data_ptr(), out.numel(), s)
+                        assert torch.equal(out, want)
+                        res["extension_raw"] = timed(
+                            lambda: a._impl.gather_raw(idx.data_ptr(), 8, args.rows,
+                                                       dev.index or 0, out.data_ptr(),
+                                                       out.numel(), s), args.calls)
+                        res["prep"] = timed(lambda: a._torch_call(idx), args.calls)
             gpu = torch.from_numpy(ref).to(dev)
             assert torch.equal(gpu.index_select(0, idx), want)
             res["index_select"] = timed(lambda: gpu.index_select(0, idx), args.calls)

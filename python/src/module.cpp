@@ -334,33 +334,25 @@ class py_array {
   std::int64_t gather(nb::ndarray<nb::ro, nb::c_contig> idx, nb::ndarray<nb::c_contig> out,
                       std::uintptr_t stream) {
     const std::uint32_t index_bytes = check_indices(idx, out);
-    const std::uint64_t n = idx.shape(0);
-    std::uint64_t first_bad = python::no_bad_position;
-    signal_poll poll;
-    call(poll, [&](const erased_array& a) {
-      check_output(a, out, n);
-      if (n != 0) {
-        const python::interrupt_poll p = std::ref(poll);
-        if (!runtime::gpu_build()) {
-          if (!on_host(idx))
-            throw warpstore::invalid_argument(
-                "this is the CPU target: indices must be CPU tensors (GPU tensors need a GPU "
-                "build on a machine with a GPU)");
-          first_bad = a.gather(idx.data(), index_bytes, n, out.data(), 0, p);
-        } else if (on_host(idx)) {
-          first_bad = staged_gather(a, idx.data(), index_bytes, n, out.data(), p);
-        } else if (idx.device_type() == nb::device::cuda::value) {
-          if (idx.device_id() != device_)
-            throw warpstore::invalid_argument(
-                "indices are on cuda:" + std::to_string(idx.device_id()) +
-                ", the array's cache on cuda:" + std::to_string(device_));
-          first_bad = a.gather(idx.data(), index_bytes, n, out.data(), stream, p);
-        } else {
-          throw warpstore::invalid_argument("indices must be on the CPU or a CUDA device");
-        }
-      }
-    });
-    return first_bad == python::no_bad_position ? -1 : static_cast<std::int64_t>(first_bad);
+    return gather_at(idx.data(), index_bytes, idx.shape(0), place_of(idx), out.data(),
+                     out.nbytes(), stream);
+  }
+
+  // The same from addresses: n indices of index_bytes each at idx and
+  // out_bytes of output at out, both in host memory (device -1) or on CUDA
+  // device `device`. For the torch wrapper, which made the output and
+  // checked both tensors: a small gather spends no time on DLPack capsules.
+  std::int64_t gather_raw(std::uintptr_t idx, std::uint32_t index_bytes, std::uint64_t n,
+                          std::int32_t device, std::uintptr_t out, std::uint64_t out_bytes,
+                          std::uintptr_t stream) {
+    if (index_bytes != 4 && index_bytes != 8)
+      throw nb::type_error("indices must be int32 or int64");
+    if (n != 0 && (idx == 0 || out == 0))
+      throw warpstore::invalid_argument("gather_raw: a null address for " + std::to_string(n) +
+                                        " indices");
+    if (device < -1) throw warpstore::invalid_argument("gather_raw: device must be -1 or a CUDA device");
+    return gather_at(reinterpret_cast<const void*>(idx), index_bytes, n, device,
+                     reinterpret_cast<void*>(out), out_bytes, stream);
   }
 
   // Bulk read: the array's bytes [first_byte, first_byte + out's size)
@@ -512,13 +504,57 @@ class py_array {
   }
   static void check_output(const erased_array& a, const nb::ndarray<nb::c_contig>& out,
                            std::uint64_t n) {
-    if (out.nbytes() != n * a.row_bytes())
-      throw warpstore::invalid_argument("output holds " + std::to_string(out.nbytes()) +
+    check_output(a, out.data(), out.nbytes(), n);
+  }
+  static void check_output(const erased_array& a, const void* out, std::uint64_t out_bytes,
+                           std::uint64_t n) {
+    if (out_bytes != n * a.row_bytes())
+      throw warpstore::invalid_argument("output holds " + std::to_string(out_bytes) +
                                         " bytes, the gather needs " +
                                         std::to_string(n * a.row_bytes()));
-    if (reinterpret_cast<std::uintptr_t>(out.data()) % a.word_bytes() != 0)
+    if (reinterpret_cast<std::uintptr_t>(out) % a.word_bytes() != 0)
       throw warpstore::invalid_argument("output is not aligned to " +
                                         std::to_string(a.word_bytes()) + " bytes");
+  }
+
+  // Where indices are: -1 host memory, else the CUDA device's number (-2:
+  // somewhere else).
+  static std::int32_t place_of(const nb::ndarray<nb::ro, nb::c_contig>& idx) {
+    if (on_host(idx)) return -1;
+    if (idx.device_type() == nb::device::cuda::value) return idx.device_id();
+    return -2;
+  }
+
+  // A sync gather of n indices at idx (on `device`, as place_of says) into
+  // out (out_bytes, on the same device); the first bad position or -1.
+  std::int64_t gather_at(const void* idx, std::uint32_t index_bytes, std::uint64_t n,
+                         std::int32_t device, void* out, std::uint64_t out_bytes,
+                         std::uintptr_t stream) {
+    std::uint64_t first_bad = python::no_bad_position;
+    signal_poll poll;
+    call(poll, [&](const erased_array& a) {
+      check_output(a, out, out_bytes, n);
+      if (n == 0) return;
+      const python::interrupt_poll p = std::ref(poll);
+      if (!runtime::gpu_build()) {
+        if (device != -1)
+          throw warpstore::invalid_argument(
+              "this is the CPU target: indices must be CPU tensors (GPU tensors need a GPU "
+              "build on a machine with a GPU)");
+        first_bad = a.gather(idx, index_bytes, n, out, 0, p);
+      } else if (device == -1) {
+        first_bad = staged_gather(a, idx, index_bytes, n, out, p);
+      } else if (device >= 0) {
+        if (device != device_)
+          throw warpstore::invalid_argument("indices are on cuda:" + std::to_string(device) +
+                                            ", the array's cache on cuda:" +
+                                            std::to_string(device_));
+        first_bad = a.gather(idx, index_bytes, n, out, stream, p);
+      } else {
+        throw warpstore::invalid_argument("indices must be on the CPU or a CUDA device");
+      }
+    });
+    return first_bad == python::no_bad_position ? -1 : static_cast<std::int64_t>(first_bad);
   }
 
   // Finishes gather_async calls: every one (block: close() and
@@ -751,6 +787,9 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
            nb::arg("threads"), nb::arg("timeout_ms"), nb::arg("direct"),
            nb::arg("shared").none() = nb::none())
       .def("gather", &py_array::gather, nb::arg("idx"), nb::arg("out"), nb::arg("stream") = 0)
+      .def("gather_raw", &py_array::gather_raw, nb::arg("idx"), nb::arg("index_bytes"),
+           nb::arg("n"), nb::arg("device"), nb::arg("out"), nb::arg("out_bytes"),
+           nb::arg("stream") = 0)
       .def(
           "gather_async",
           [](py_array& a, nb::ndarray<nb::ro, nb::c_contig> idx, nb::ndarray<nb::c_contig> out,

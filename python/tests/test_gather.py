@@ -118,6 +118,33 @@ def test_torch_tensors(features):
             assert torch.equal(got, torch.from_numpy(data[t.numpy()]))
 
 
+def test_gather_from_addresses_checks_what_it_is_given(features):
+    """The torch path's entry point (gather_raw: indices and output by
+    address) reads what the DLPack one reads and refuses what it cannot
+    check otherwise: index widths, null addresses, sizes, devices."""
+    torch = pytest.importorskip("torch")
+    path, data = features
+    with warpstore.open(path, torch.float32, (-1, 100), **SMALL) as a:
+        impl = a._impl
+        for idx in (torch.tensor([7, 19999, 0, -1]), torch.tensor([5, 3], dtype=torch.int32)):
+            out = torch.zeros((len(idx), 100), dtype=torch.float32)
+            assert impl.gather_raw(idx.data_ptr(), idx.element_size(), len(idx), -1,
+                                   out.data_ptr(), out.numel() * 4) == -1
+            assert torch.equal(out, torch.from_numpy(data[idx.numpy()]))
+        idx = torch.tensor([1, 20000, 2])
+        out = torch.zeros((3, 100), dtype=torch.float32)
+        assert impl.gather_raw(idx.data_ptr(), 8, 3, -1, out.data_ptr(), out.numel() * 4) == 1
+        with pytest.raises(TypeError, match="int32 or int64"):
+            impl.gather_raw(idx.data_ptr(), 2, 3, -1, out.data_ptr(), out.numel() * 4)
+        with pytest.raises(ValueError, match="null address"):
+            impl.gather_raw(0, 8, 3, -1, out.data_ptr(), out.numel() * 4)
+        with pytest.raises(ValueError, match="output holds 1196 bytes"):
+            impl.gather_raw(idx.data_ptr(), 8, 3, -1, out.data_ptr(), out.numel() * 4 - 4)
+        with pytest.raises(ValueError, match="device must be -1"):
+            impl.gather_raw(idx.data_ptr(), 8, 3, -2, out.data_ptr(), out.numel() * 4)
+        assert impl.gather_raw(0, 8, 0, -1, 0, 0) == -1  # nothing to gather
+
+
 def test_torch_bfloat16(tmp_path):
     torch = pytest.importorskip("torch")
     t = torch.randn(4000, 64).to(torch.bfloat16)

@@ -1,7 +1,7 @@
 # scripts/gpu.sh engine [STEP...]: the Python engine and training-loop
 # studies. Rows go to $OUT/*.json.
 #   tests        builds the Python extension (both targets) and the GPU test
-#                suite, runs the GPU suite and pytest with the CUDA backend
+#                suite (bulk reads included), runs the GPU suite and pytest with the CUDA backend
 #                (the concurrency, interrupt and idle-engine tests among them)
 #   stress       the Python stress and interrupt study (bench/python_stress.py)
 #                on both backends, three processes at once (about 7 minutes;
@@ -35,7 +35,7 @@ study_engine() {
     >>"$out/machine.log" 2>&1
 
   local gpu_test_names=(gpu_array_read_test gpu_array_write_test gpu_queue_test gpu_checkpoint_test
-                        gpu_log_test gpu_array_batch_test)
+                        gpu_log_test gpu_array_batch_test gpu_bulk_read_test)
   # shellcheck disable=SC2046 # lists of target names
   GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
     gpu_build 7 warpstore_python $(want tests && echo "${gpu_test_names[@]}") \

@@ -1,7 +1,7 @@
 // Bulk reads of a file range into GPU or host memory (bulk_reader.h): chunks
-// at fixed file offsets, taken in turn by the caller and its helpers, each
-// read with pread (into the destination, or into one of the thread's two
-// pinned buffers while its stream copies the other to the GPU).
+// at fixed file offsets, taken in turn by the caller and the helpers of its
+// lanes, each read with pread (into the destination, or into one of the
+// lane's two pinned buffers while its stream copies the other to the GPU).
 #include "controller/bulk_reader.h"
 
 #include <pthread.h>
@@ -27,7 +27,10 @@ namespace warpstore::host_detail {
 namespace {
 
 std::mutex reader_mutex;
-std::weak_ptr<bulk_reader> reader_instance;
+// The process's reader, kept until exit and never destroyed (its helpers
+// may still sleep then); reader_pid: the process that made it.
+std::shared_ptr<bulk_reader>* reader_instance = nullptr;
+pid_t reader_pid = 0;
 
 std::uint64_t round_down(std::uint64_t x, std::uint64_t a) { return x / a * a; }
 std::uint64_t round_up(std::uint64_t x, std::uint64_t a) { return (x + a - 1) / a * a; }
@@ -78,11 +81,18 @@ void read_span(const backing_file& file, std::byte* buf, std::uint64_t pos, std:
 
 }  // namespace
 
-// One thread's buffers: two pinned bounce buffers (made on first use) and
-// the stream that copies them to the GPU (made on first use, per device).
+// One thread's share: two pinned bounce buffers (made on first use), the
+// stream that copies them to the GPU (made on first use, per device), and
+// the helper thread that works the lane when a call other than its caller
+// takes it. The fields below `uploads` are under the reader's mutex_.
 struct bulk_reader::lane {
   runtime::host_mapped_ptr<std::byte> buffers[2];
   std::unique_ptr<runtime::upload_stream> uploads;
+  std::thread thread;
+  bool running = false;  // the helper thread runs (it may be leaving: join before a new one)
+  bool taken = false;    // a call holds the lane
+  call* job = nullptr;   // the call its helper is to work for
+  std::condition_variable wake;
   std::byte* buffer(unsigned k, std::uint64_t bytes) {
     if (!buffers[k & 1]) buffers[k & 1] = runtime::make_host_mapped<std::byte>(bytes, false);
     return buffers[k & 1].get();
@@ -99,8 +109,11 @@ struct bulk_reader::call {
   std::uint64_t first_chunk = 0, chunks = 0;
   const std::function<bool()>* interrupt = nullptr;
   std::atomic<std::uint64_t> next{0};
+  std::uint64_t chunk = 0;  // this call's chunk size
   std::atomic<bool> stop{false};
   std::mutex m;
+  std::condition_variable helpers_done;
+  unsigned helpers = 0;      // under m: helpers still working for the call
   std::exception_ptr error;  // the first, under m
   bool cancelled = false;    // under m
 
@@ -118,18 +131,22 @@ unsigned bulk_reader::default_threads() {
 
 std::shared_ptr<bulk_reader> bulk_reader::acquire() {
   std::lock_guard<std::mutex> lock(reader_mutex);
-  std::shared_ptr<bulk_reader> r = reader_instance.lock();
-  if (!r) {
-    r = std::make_shared<bulk_reader>();
-    reader_instance = r;
+  if (reader_instance == nullptr || reader_pid != ::getpid()) {
+    // First use, or a forked child: the parent's helpers did not come along
+    // and its locks may be held forever, so the child's arrays get a reader
+    // of their own; the parent's is left alone (never destroyed).
+    reader_instance = new std::shared_ptr<bulk_reader>(std::make_shared<bulk_reader>());
+    reader_pid = ::getpid();
   }
-  return r;
+  return *reader_instance;
 }
 
 bulk_reader::bulk_reader() : bulk_reader(config{}) {}
 
 bulk_reader::bulk_reader(config c)
-    : chunk_(c.chunk_bytes), threads_(c.threads == 0 ? default_threads() : c.threads) {
+    : chunk_(c.chunk_bytes),
+      threads_(c.threads == 0 ? default_threads() : c.threads),
+      linger_ns_(c.linger_ns) {
   if (chunk_ == 0 || chunk_ % chunk_granule != 0 || chunk_ > max_chunk_bytes)
     throw invalid_argument("bulk reader: chunk size " + std::to_string(chunk_) +
                            " must be a multiple of " + std::to_string(chunk_granule) + " up to " +
@@ -139,7 +156,35 @@ bulk_reader::bulk_reader(config c)
                            std::to_string(max_threads));
 }
 
-bulk_reader::~bulk_reader() = default;
+bulk_reader::~bulk_reader() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+    for (const auto& l : lanes_) l->wake.notify_all();
+  }
+  for (const auto& l : lanes_)
+    if (l->thread.joinable()) l->thread.join();
+}
+
+std::uint64_t bulk_reader::call_chunk_bytes(std::uint64_t bytes) const {
+  const std::uint64_t floor = std::min(chunk_, min_call_chunk_bytes);
+  const std::uint64_t even = round_up(bytes / (std::uint64_t{threads_} * 4), chunk_granule);
+  return std::clamp(even, floor, chunk_);
+}
+
+unsigned bulk_reader::live_helpers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  unsigned n = 0;
+  for (const auto& l : lanes_) n += l->running;
+  return n;
+}
+
+unsigned bulk_reader::lanes_holding_buffers() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  unsigned n = 0;
+  for (const auto& l : lanes_) n += (l->buffers[0] || l->buffers[1] || l->uploads) ? 1 : 0;
+  return n;
+}
 
 std::vector<bulk_reader::lane*> bulk_reader::take_lanes(unsigned want,
                                                         const std::function<bool()>& interrupt) {
@@ -154,6 +199,7 @@ std::vector<bulk_reader::lane*> bulk_reader::take_lanes(unsigned want,
       lanes_.push_back(std::make_unique<lane>());
       taken.push_back(lanes_.back().get());
     }
+    for (lane* l : taken) l->taken = true;
     if (!taken.empty()) return taken;
     // Every thread is busy with other calls: wait for one, interruptibly.
     freed_.wait_for(lock, std::chrono::nanoseconds(poll_interval_ns));
@@ -169,9 +215,77 @@ std::vector<bulk_reader::lane*> bulk_reader::take_lanes(unsigned want,
 void bulk_reader::give_back(const std::vector<lane*>& lanes) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    for (lane* l : lanes) l->taken = false;
     free_.insert(free_.end(), lanes.begin(), lanes.end());
   }
   freed_.notify_all();
+}
+
+void bulk_reader::start_helper(lane& l) {
+  if (l.running) return;
+  // A helper that left: its thread is past the lock and ending.
+  if (l.thread.joinable()) l.thread.join();
+  l.thread = std::thread([this, &l] { serve(l); });
+  l.running = true;
+  pthread_setname_np(l.thread.native_handle(), "warpstore-bulk");
+}
+
+unsigned bulk_reader::hand_out(call& c, const std::vector<lane*>& lanes) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  try {
+    start_helper(*lanes[0]);
+  } catch (...) {
+    // Only its idle cleanup waits for it: the next call starts it again.
+  }
+  unsigned handed = 0;
+  try {
+    for (std::size_t i = 1; i < lanes.size(); ++i) {
+      start_helper(*lanes[i]);
+      lanes[i]->job = &c;
+      lanes[i]->wake.notify_one();
+      ++handed;
+    }
+  } catch (...) {
+    c.fail(std::current_exception());
+  }
+  // Before any helper can end: each needs mutex_ to see its job.
+  std::lock_guard<std::mutex> call_lock(c.m);
+  c.helpers = handed;
+  return handed;
+}
+
+void bulk_reader::serve(lane& l) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  for (;;) {
+    if (l.job != nullptr) {
+      call& c = *l.job;
+      l.job = nullptr;
+      lock.unlock();
+      work(c, l, false);
+      {
+        // Notified under c.m: the caller cannot return (and destroy c)
+        // before this thread lets go of it.
+        std::lock_guard<std::mutex> call_lock(c.m);
+        if (--c.helpers == 0) c.helpers_done.notify_all();
+      }
+      lock.lock();
+      continue;
+    }
+    if (stopping_) break;
+    const bool timed_out = l.wake.wait_for(lock, std::chrono::nanoseconds(linger_ns_)) ==
+                           std::cv_status::timeout;
+    if (timed_out && l.job == nullptr && !l.taken) break;
+  }
+  // Idle for linger_ns_ (or the reader is going): the lane gives up its
+  // pinned memory and stream; a call that takes it later makes new ones.
+  l.running = false;
+  runtime::host_mapped_ptr<std::byte> buffers[2] = {std::move(l.buffers[0]),
+                                                    std::move(l.buffers[1])};
+  std::unique_ptr<runtime::upload_stream> uploads = std::move(l.uploads);
+  lock.unlock();
+  uploads.reset();
+  buffers[0].reset();
+  buffers[1].reset();
 }
 
 void bulk_reader::read(const backing_file& file, std::uint64_t offset, std::uint64_t bytes,
@@ -192,13 +306,13 @@ void bulk_reader::read(const backing_file& file, std::uint64_t offset, std::uint
   c.dst = static_cast<std::byte*>(dst);
   c.stream = stream;
   c.device = runtime::is_device_memory(dst);
-  c.first_chunk = offset / chunk_;
-  c.chunks = (c.end - 1) / chunk_ - c.first_chunk + 1;
+  c.chunk = call_chunk_bytes(bytes);
+  c.first_chunk = offset / c.chunk;
+  c.chunks = (c.end - 1) / c.chunk - c.first_chunk + 1;
   c.interrupt = interrupt ? &interrupt : nullptr;
 
   const auto want = static_cast<unsigned>(std::min<std::uint64_t>(c.chunks, threads_));
   const std::vector<lane*> lanes = take_lanes(want, interrupt);
-  std::vector<std::thread> helpers;
   try {
     if (c.device) {
       // Every lane's stream on the caller's device, made here (helpers make
@@ -208,18 +322,17 @@ void bulk_reader::read(const backing_file& file, std::uint64_t offset, std::uint
         if (!l->uploads || l->uploads->device() != dev)
           l->uploads = std::make_unique<runtime::upload_stream>();
     }
-    helpers.reserve(lanes.size() - 1);
-    for (std::size_t i = 1; i < lanes.size(); ++i) {
-      helpers.emplace_back([this, &c, l = lanes[i]] { work(c, *l, false); });
-      pthread_setname_np(helpers.back().native_handle(), "warpstore-bulk");
-    }
   } catch (...) {
-    // A stream or a thread could not be made: the threads started read
-    // nothing more, the error is raised once they stopped.
     c.fail(std::current_exception());
   }
+  // A stream or a thread that could not be made: the helpers woken read
+  // nothing more, and the error is raised once they stopped.
+  if (!c.stop.load(std::memory_order_relaxed)) hand_out(c, lanes);
   if (!c.stop.load(std::memory_order_relaxed)) work(c, *lanes[0], true);
-  for (std::thread& t : helpers) t.join();
+  {
+    std::unique_lock<std::mutex> lock(c.m);
+    c.helpers_done.wait(lock, [&] { return c.helpers == 0; });
+  }
   give_back(lanes);
 
   std::lock_guard<std::mutex> lock(c.m);
@@ -250,8 +363,8 @@ void bulk_reader::work(call& c, lane& l, bool caller) {
       if (c.stop.load(std::memory_order_relaxed)) break;
       const std::uint64_t i = c.next.fetch_add(1, std::memory_order_relaxed);
       if (i >= c.chunks) break;
-      const std::uint64_t from = std::max(c.offset, (c.first_chunk + i) * chunk_);
-      const std::uint64_t to = std::min(c.end, (c.first_chunk + i + 1) * chunk_);
+      const std::uint64_t from = std::max(c.offset, (c.first_chunk + i) * c.chunk);
+      const std::uint64_t to = std::min(c.end, (c.first_chunk + i + 1) * c.chunk);
       std::byte* out = c.dst + (from - c.offset);
       const bool aligned = from % align == 0 && to % align == 0 &&
                            reinterpret_cast<std::uintptr_t>(out) % align == 0;

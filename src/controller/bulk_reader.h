@@ -9,11 +9,15 @@
 // are read into directly (through a bounce buffer only where O_DIRECT's
 // alignment is not met: the head and tail of an unaligned range).
 //
-// Threads: helpers live only for the call that starts them; the process's
-// reader caps the threads of all calls together (default: three quarters of
-// the cores, at most 16), and a call that finds none free works alone or
-// waits for one. Buffers: one set a thread, pinned, made on first use and
-// kept while some array holds the reader (the last one frees them).
+// Threads and buffers: the reader has up to `threads` lanes, each a pinned
+// buffer pair, a copy stream and a helper thread. A call takes lanes (the
+// threads of all calls together are capped: default three quarters of the
+// cores, at most 16; a call that finds none free works alone or waits for
+// one) and wakes their helpers; between calls a helper sleeps on a condition
+// variable, and one idle for `linger` frees its lane's buffers and stream and
+// ends. So back-to-back reads pay no thread start and no pinning, and an
+// idle process holds neither threads nor pinned memory for long. The
+// process's reader (acquire) lives until exit; a forked child makes its own.
 //
 // Lives in src/controller/ because it is file I/O against a backing_file,
 // with the same error conventions as the host controller's reads; the
@@ -46,14 +50,23 @@ class bulk_reader {
   // How often (at most) the calling thread asks its interrupt poll.
   static constexpr std::uint64_t poll_interval_ns = 10'000'000;
 
+  // A call's chunks: at most chunk_bytes, and smaller for a range of fewer
+  // than about four chunks a thread, so a 64 MiB read still keeps every
+  // thread busy to the end (at least min_call_chunk_bytes, or chunk_bytes
+  // where that is smaller).
+  static constexpr std::uint64_t min_call_chunk_bytes = std::uint64_t{1} << 18;
+  static constexpr std::uint64_t default_linger_ns = 10'000'000'000;
+
   struct config {
     std::uint64_t chunk_bytes = default_chunk_bytes;
     unsigned threads = 0;  // threads of all calls together, the callers included; 0: default
+    std::uint64_t linger_ns = default_linger_ns;  // how long an idle helper keeps its lane
   };
   // Three quarters of the hardware threads, 1 to max_threads.
   static unsigned default_threads();
 
-  // The process's reader (default config), made if none lives.
+  // The process's reader (default config): made at the first call in a
+  // process, then the same until exit.
   static std::shared_ptr<bulk_reader> acquire();
 
   // Raises invalid_argument for a chunk size that is not a multiple of
@@ -66,6 +79,12 @@ class bulk_reader {
 
   std::uint64_t chunk_bytes() const { return chunk_; }
   unsigned threads() const { return threads_; }
+  // The chunk size of a call reading `bytes`.
+  std::uint64_t call_chunk_bytes(std::uint64_t bytes) const;
+  // Helper threads alive now (woken or sleeping), and lanes holding pinned
+  // buffers or a copy stream: both fall to 0 once the reader idled `linger`.
+  unsigned live_helpers();
+  unsigned lanes_holding_buffers();
 
   // Reads `bytes` at byte `offset` of `file` into `dst` and returns once
   // they are there. `dst` is GPU memory (device or managed: the copies wait
@@ -86,14 +105,22 @@ class bulk_reader {
   // `interrupt`); gives them back.
   std::vector<lane*> take_lanes(unsigned want, const std::function<bool()>& interrupt);
   void give_back(const std::vector<lane*>& lanes);
+  // Hands lanes[1...] to their helpers (starting those not running) and
+  // makes sure lanes[0]'s helper runs, to free its buffers once idle.
+  // Returns how many took the call; raises if a thread could not start.
+  unsigned hand_out(call& c, const std::vector<lane*>& lanes);
+  void start_helper(lane& l);  // under mutex_
+  void serve(lane& l);         // a helper thread
   void work(call& c, lane& l, bool caller);
 
   std::uint64_t chunk_;
   unsigned threads_;
+  std::uint64_t linger_ns_;
   std::mutex mutex_;
   std::condition_variable freed_;
   std::vector<std::unique_ptr<lane>> lanes_;  // made on demand, up to threads_
   std::vector<lane*> free_;                   // under mutex_
+  bool stopping_ = false;                     // under mutex_: the destructor runs
 };
 
 }  // namespace warpstore::host_detail

@@ -11,10 +11,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test_files.h"
@@ -153,6 +156,67 @@ TEST(BulkReadThreads, ManyCallersShareFewThreads) {
     }
   });
   EXPECT_EQ(bad.load(), 0u);
+}
+
+// Helpers sleep between calls (the same threads serve call after call) and
+// leave once idle for the linger, freeing their buffers; a later call
+// starts them again and reads right.
+TEST(BulkReadThreads, HelpersSleepBetweenCallsAndLeaveWhenIdle) {
+  test::pattern_file file(3u << 20);
+  const std::vector<std::byte> want = file_bytes(file.path());
+  // O_DIRECT where there is: an unaligned destination then sends every
+  // chunk through a lane's buffer.
+  std::unique_ptr<backing_file> f;
+  try {
+    f = std::make_unique<backing_file>(file.path(), direct_io::on);
+  } catch (const file_error&) {
+    f = std::make_unique<backing_file>(file.path(), direct_io::off);
+  }
+  const unsigned before = test::threads_named("warpstore-bulk");  // the process reader's, if any
+  bulk_reader reader(bulk_reader::config{small_chunk, 4, 300'000'000});
+  std::vector<std::byte> out(want.size() + 1);
+  for (int round = 0; round < 2; ++round) {
+    for (int i = 0; i < 20; ++i) {
+      reader.read(*f, 0, want.size(), out.data() + 1);
+      ASSERT_EQ(mismatches(want, 0, out.data() + 1, want.size()), 0u) << "round " << round;
+      // Within the linger: every lane's helper sleeps, none more started.
+      EXPECT_EQ(reader.live_helpers(), 4u);
+      EXPECT_LE(test::threads_named("warpstore-bulk"), before + 4);
+    }
+    if (f->direct()) {
+      EXPECT_EQ(reader.lanes_holding_buffers(), 4u);
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((reader.live_helpers() != 0 || reader.lanes_holding_buffers() != 0) &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(reader.live_helpers(), 0u) << "round " << round;
+    EXPECT_EQ(reader.lanes_holding_buffers(), 0u) << "round " << round;
+  }
+}
+
+TEST(BulkReadThreads, CallChunksKeepEveryThreadBusy) {
+  bulk_reader reader(bulk_reader::config{bulk_reader::default_chunk_bytes, 12});
+  // Large ranges: the full chunk.
+  EXPECT_EQ(reader.call_chunk_bytes(std::uint64_t{1} << 30), bulk_reader::default_chunk_bytes);
+  // 64 MiB over 12 threads: about four chunks each, at fixed granules.
+  const std::uint64_t c64 = reader.call_chunk_bytes(64u << 20);
+  EXPECT_EQ(c64 % bulk_reader::chunk_granule, 0u);
+  EXPECT_GE((64u << 20) / c64, 4u * 12 - 12);
+  EXPECT_LE((64u << 20) / c64, 4u * 12 + 1);
+  // Small ranges: not below the floor.
+  EXPECT_EQ(reader.call_chunk_bytes(1), bulk_reader::min_call_chunk_bytes);
+  // A reader of small chunks keeps them.
+  bulk_reader small(bulk_reader::config{small_chunk, 4});
+  EXPECT_EQ(small.call_chunk_bytes(1), small_chunk);
+  EXPECT_EQ(small.call_chunk_bytes(std::uint64_t{1} << 30), small_chunk);
+}
+
+TEST(BulkReadThreads, TheProcessReaderOutlivesItsArrays) {
+  const std::shared_ptr<bulk_reader> first = bulk_reader::acquire();
+  bulk_reader* raw = first.get();
+  EXPECT_EQ(bulk_reader::acquire().get(), raw);
+  EXPECT_GE(first.use_count(), 2);  // held by the process as well
 }
 
 TEST(BulkReadThreads, RejectsBadConfigs) {

@@ -3,7 +3,6 @@
 // nothing idle, and serve reads correctly while others open and close; the
 // pool grows to the largest count asked for, goes away with the last
 // controller, and a forked child starts its own.
-#include <dirent.h>
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -11,7 +10,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -26,21 +24,7 @@ namespace {
 
 std::uint64_t want(std::uint64_t i) { return tools::pattern_word(i * 8); }
 
-// Threads of this process whose name starts with "warpstore-io".
-unsigned engine_threads() {
-  unsigned n = 0;
-  DIR* d = ::opendir("/proc/self/task");
-  if (d == nullptr) return 0;
-  while (dirent* e = ::readdir(d)) {
-    if (e->d_name[0] == '.') continue;
-    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
-    std::string name;
-    std::getline(comm, name);
-    if (name.rfind("warpstore-io", 0) == 0) ++n;
-  }
-  ::closedir(d);
-  return n;
-}
+unsigned engine_threads() { return test::threads_named("warpstore-io"); }
 
 options engine_options(std::uint32_t threads) {
   options o;

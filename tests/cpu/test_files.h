@@ -3,6 +3,7 @@
 // tests start from.
 #pragma once
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -120,6 +122,23 @@ inline double idle_cpu_share(std::chrono::milliseconds wall) {
   std::this_thread::sleep_for(wall);
   return (cpu() - c0) /
          std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count();
+}
+
+// Threads of this process whose name starts with `prefix`
+// ("warpstore-io": the I/O engine's, "warpstore-bulk": the bulk reader's).
+inline unsigned threads_named(const std::string& prefix) {
+  unsigned n = 0;
+  DIR* d = ::opendir("/proc/self/task");
+  if (d == nullptr) return 0;
+  while (dirent* e = ::readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name.rfind(prefix, 0) == 0) ++n;
+  }
+  ::closedir(d);
+  return n;
 }
 
 // Runs body(lane) on `lanes` threads and joins them.
