@@ -112,8 +112,8 @@ class array_base {
 
  protected:
   template <class T>
-  array_ref<T> make_ref() const {
-    controller_->wake();  // a kernel over the ref is probably coming
+  array_ref<T> make_ref(bool wake = true) const {
+    if (wake) controller_->wake();  // a kernel over the ref is probably coming
     array_ref<T> r{};
     r.cache = cache_->ref();
     r.io = controller_->device_ref();
@@ -172,6 +172,10 @@ class array : public detail::array_base {
       : detail::array_base(std::move(c), std::move(ctl), count, byte_offset, sizeof(T), opts) {}
 
   array_ref<T> ref() const { return make_ref<T>(); }
+  // The same without waking the controller's service threads: for a caller
+  // that wakes them itself once its kernel turns out to need them (a small
+  // gather that hits ends before they could help).
+  array_ref<T> quiet_ref() const { return make_ref<T>(false); }
 };
 
 }  // namespace warpstore

@@ -70,11 +70,15 @@ std::uint64_t erased_array::gather(const void* idx, std::uint32_t index_bytes, s
   // The caller waits at once: it holds the controller awake for the call
   // itself rather than queue a host callback that ends the activity (one
   // in the stream costs a small gather tens of microseconds: the driver's
-  // thread runs it, and the event waits for it).
+  // thread runs it, and the event waits for it). On the GPU target only
+  // once the gather outlasts late_wait_ns: one that hits ends sooner, and
+  // waking the service threads for it would cost it more than it takes.
+  // The CPU target gathers in launch_gather: awake from the start.
   std::optional<activity_scope> awake;
-  if (n != 0) awake.emplace(*base_->shared_controller());
+  controller& ctl = *base_->shared_controller();
+  if (n != 0 && !runtime::gpu_build()) awake.emplace(ctl);
   started s = start(idx, index_bytes, n, out, stream, poll, /*announce_here=*/false);
-  return finish(s, poll);
+  return finish(s, poll, [&] { awake.emplace(ctl); });
 }
 
 erased_array::started erased_array::start(const void* idx, std::uint32_t index_bytes,
@@ -108,12 +112,13 @@ erased_array::started erased_array::start(const void* idx, std::uint32_t index_b
 
 bool erased_array::done(const started& s) const { return !s.live || gather_done(s.slot); }
 
-std::uint64_t erased_array::finish(started& s, const interrupt_poll& poll) const {
+std::uint64_t erased_array::finish(started& s, const interrupt_poll& poll,
+                                   const std::function<void()>& late) const {
   if (!s.live) return no_bad_position;
   s.live = false;
   call_record rec{};
   try {
-    wait_gather(s.slot, poll);
+    wait_gather(s.slot, poll, late);
     rec = *s.slot.host;
   } catch (...) {
     destroy_call_slot(s.slot);

@@ -108,7 +108,10 @@ class erased_array {
   started start(const void* idx, std::uint32_t index_bytes, std::uint64_t n, void* out,
                 std::uintptr_t stream, const interrupt_poll& poll = {},
                 bool announce_here = true) const;
-  std::uint64_t finish(started& s, const interrupt_poll& poll = {}) const;
+  // late: called once if the wait goes on past late_wait_ns (gather: the
+  // service threads are woken then, not for a gather that ends sooner).
+  std::uint64_t finish(started& s, const interrupt_poll& poll = {},
+                       const std::function<void()>& late = {}) const;
   bool done(const started& s) const;  // never blocks
 
  private:
@@ -134,7 +137,8 @@ void destroy_call_slot(call_slot& s) noexcept;
 // target it is queued on `stream` and the slot's event marks its end, so it
 // returns at once; the CPU target runs it whole (polling `poll`) before
 // returning. wait_gather waits for the slot's gather (GPU: for the event,
-// polling `poll`), after which slot.host holds its record.
+// polling `poll`; `late` once it has waited late_wait_ns), after which
+// slot.host holds its record.
 //
 // on_done(arg) runs once the gather's reads are over: on the GPU target from
 // CUDA's host-function thread, in stream order right after the kernel (so
@@ -148,7 +152,11 @@ struct done_hook {
 void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
                    std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
                    const interrupt_poll& poll, done_hook on_done, bool& queued);
-void wait_gather(const call_slot& slot, const interrupt_poll& poll);
+// late_wait_ns: how long a wait goes before it calls its `late` hook. A
+// small all-hit gather is over by then (tens of microseconds in all).
+constexpr std::uint64_t late_wait_ns = 30'000;
+void wait_gather(const call_slot& slot, const interrupt_poll& poll,
+                 const std::function<void()>& late = {});
 // Whether the slot's gather has ended (never blocks).
 bool gather_done(const call_slot& slot);
 

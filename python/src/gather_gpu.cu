@@ -174,7 +174,9 @@ __global__ void __launch_bounds__(wide_threads, 1)
 template <class W, class I>
 void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaStream_t s,
             call_record* rec, call_record* host) {
-  array_ref<W> a = static_cast<const array<W>&>(ea.base()).ref();
+  // Quiet: the service threads are woken by whoever waits for the gather
+  // (gather: once it runs past late_wait_ns; gather_async: at once).
+  array_ref<W> a = static_cast<const array<W>&>(ea.base()).quiet_ref();
   a.errors = &rec->errors;  // this call's errors, not the array's
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
   const auto sms = static_cast<std::uint64_t>(multiprocessors());
@@ -210,18 +212,23 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
 // every poll_period whether to cancel: spins (yielding) for the first
 // milliseconds, as a synchronize would, then sleeps in short steps. Returns
 // whether it asked the gather to stop.
-bool wait_interruptibly(cudaEvent_t ev, const call_slot& slot, const interrupt_poll& poll) {
+bool wait_interruptibly(cudaEvent_t ev, const call_slot& slot, const interrupt_poll& poll,
+                        const std::function<void()>& late) {
   using clock = std::chrono::steady_clock;
   constexpr auto poll_period = std::chrono::milliseconds(20);
   constexpr auto spin_for = std::chrono::milliseconds(2);
   const auto start = clock::now();
   auto next_poll = start + poll_period;
-  bool asked = false;
+  bool asked = false, late_called = !late;
   for (;;) {
     const cudaError_t e = cudaEventQuery(ev);
     if (e == cudaSuccess) return asked;
     if (e != cudaErrorNotReady) WARPSTORE_CUDA_TRY(e);
     const auto now = clock::now();
+    if (!late_called && now - start >= std::chrono::nanoseconds(late_wait_ns)) {
+      late_called = true;
+      late();
+    }
     if (now - start < spin_for)
       std::this_thread::yield();
     else
@@ -261,8 +268,9 @@ void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_b
   WARPSTORE_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(slot.event), s));
 }
 
-void wait_gather(const call_slot& slot, const interrupt_poll& poll) {
-  if (!wait_interruptibly(static_cast<cudaEvent_t>(slot.event), slot, poll)) return;
+void wait_gather(const call_slot& slot, const interrupt_poll& poll,
+                 const std::function<void()>& late) {
+  if (!wait_interruptibly(static_cast<cudaEvent_t>(slot.event), slot, poll, late)) return;
   // A cancel may land after the kernel's last block reset the record (the
   // gather then ran whole, and slot.host says so): it must not cancel the
   // slot's next call.

@@ -117,3 +117,52 @@ def test_the_default_reads_a_cached_file_through_its_pinned_pages(big):
     with warpstore.open(path, torch.float32, (-1, 1024), cache="4MiB", controller="host") as a:
         assert torch.equal(a[idx].cpu(), torch.from_numpy(data[idx.cpu().numpy()]))
         assert (a.stats()["controller"], a.stats()["mapped"]) == ("host", False)
+
+
+def _engine_thread_seconds():
+    """CPU seconds the I/O engine's threads (warpstore-io*) have used."""
+    import os
+
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{tid}/comm") as f:
+                if not f.read().startswith("warpstore-io"):
+                    continue
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+        except OSError:
+            continue  # a thread that ended
+    return total
+
+
+def test_gathers_that_hit_leave_the_service_threads_asleep(big):
+    """A stream of small sync gathers that hit ends before the host
+    controller's threads could help: they are not woken for it (each wake
+    would keep them polling), and a gather that misses still wakes them."""
+    import time
+
+    import torch
+
+    path, data = big
+    with warpstore.open(path, torch.float32, (-1, 1024), cache="8MiB", controller="host",
+                        threads=4) as a:
+        hot = torch.arange(0, 1024, 3, device="cuda")
+        want = torch.from_numpy(data[hot.cpu().numpy()]).cuda()
+        assert torch.equal(a[hot], want)  # the lines are in the cache now
+        time.sleep(0.2)  # the threads nap
+        c0, t0, calls = _engine_thread_seconds(), time.perf_counter(), 0
+        while time.perf_counter() - t0 < 1.0:
+            got = a[hot]
+            calls += 1
+        used = _engine_thread_seconds() - c0
+        assert torch.equal(got, want)
+        assert a.stats()["hit_rate"] > 0.99
+        # Woken by every call, 4 threads would poll nearly the whole second.
+        assert used < 0.3, f"{calls} hit gathers kept the service threads busy for {used:.2f} s"
+        cold = torch.arange(8192, 16384, 7, device="cuda")
+        t0 = time.perf_counter()
+        assert torch.equal(a[cold], torch.from_numpy(data[cold.cpu().numpy()]).cuda())
+        assert time.perf_counter() - t0 < 2.0

@@ -139,6 +139,7 @@ class Array:
         self._dtype = dtype
         self._shape = tuple(shape)
         self._row_shape = self._shape[1:]
+        self._torch_dtype = None  # the torch dtype, looked up at the first torch gather
         self._row_bytes = _ITEMSIZE[self._dtype_name] * math.prod(self._row_shape)
         self._backend = _backend(backend)
         _check_cuda_process(self._backend)
@@ -500,9 +501,8 @@ class Array:
         return a.astype(np.int64)
 
     def _gather_torch(self, idx):
-        flat, out, view, stream = self._torch_call(idx)
+        flat, out, view, stream = self._torch_call(idx, byte_view=False)
         dev = flat.device
-        call = None
         if dev.type in ("cpu", "cuda"):
             # Tensors this wrapper checked (flat) and made (out): their
             # addresses go straight in, no DLPack capsules (a small gather
@@ -513,41 +513,50 @@ class Array:
                 return self._impl.gather_raw(flat.data_ptr(), flat.element_size(), flat.numel(),
                                              where, out.data_ptr(),
                                              out.numel() * out.element_size(), stream)
-        self._run(flat.detach(), view, stream, lambda p: int(flat[p]), call)
+            self._run(None, None, stream, lambda p: int(flat[p]), call)
+        else:
+            view = _torch_bytes(out)
+            self._run(flat.detach(), view, stream, lambda p: int(flat[p]))
         return self._torch_result(out, view, tuple(idx.shape))
 
     def _torch_result(self, out, view, shape):
         if self._swap and out.numel():
-            u = view.view(-1, _swap_unit(self._dtype_name))
+            u = (view if view is not None else _torch_bytes(out)).view(
+                -1, _swap_unit(self._dtype_name))
             u.copy_(u.flip(-1))
         return out.reshape(shape + self._row_shape)
 
-    def _torch_call(self, idx):
+    def _torch_call(self, idx, byte_view=True):
         """Checks a torch index tensor; returns the flat int32/int64 indices,
-        the output, its byte view and the CUDA stream (0 on the CPU)."""
+        the output, its byte view (None unless byte_view) and the CUDA stream
+        (0 on the CPU). int64 and int32 indices, the usual case, take the
+        shortest way: a small gather's time is mostly calls like these."""
         import torch
 
-        if idx.dtype in (torch.bool,) or idx.is_floating_point() or idx.is_complex():
-            raise TypeError(f"indices must be integers, got {idx.dtype}")
-        if idx.device.type == "meta":
+        dt = idx.dtype
+        if dt is not torch.int64 and dt is not torch.int32:
+            if dt is torch.bool or idx.is_floating_point() or idx.is_complex():
+                raise TypeError(f"indices must be integers, got {dt}")
+            if dt is torch.uint64 and idx.device.type != "meta" and idx.numel():
+                # Values of 2**63 and above read as negative int64: out of
+                # range, never counted from the end.
+                big = idx.view(torch.int64) < 0
+                if bool(big.any()):
+                    pos = int(big.reshape(-1).nonzero()[0])
+                    value = int(idx.reshape(-1).view(torch.int64)[pos]) % 2**64
+                    raise _errors.index_error(self._path, value, len(self), pos)
+        dev = idx.device
+        if dev.type == "meta":
             raise ValueError("indices are on the 'meta' device, which holds no values: "
                              "pass a CPU or CUDA tensor")
-        if idx.dtype == torch.uint64 and idx.numel():
-            # Values of 2**63 and above read as negative int64: out of range,
-            # never counted from the end.
-            big = idx.view(torch.int64) < 0
-            if bool(big.any()):
-                pos = int(big.reshape(-1).nonzero()[0])
-                value = int(idx.reshape(-1).view(torch.int64)[pos]) % 2**64
-                raise _errors.index_error(self._path, value, len(self), pos)
-        if idx.dtype not in (torch.int32, torch.int64):
+        if dt is not torch.int64 and dt is not torch.int32:
             idx = idx.to(torch.int64)
-        flat = idx.reshape(-1).contiguous()
-        out = torch.empty((flat.numel(),) + self._row_shape, dtype=getattr(torch, self._dtype_name),
-                          device=flat.device)
-        stream = _current_stream(torch, flat.device) if flat.is_cuda else 0
-        view = out.reshape(-1).view(torch.uint8) if out.numel() else out
-        return flat, out, view, stream
+        flat = idx if idx.dim() == 1 and idx.is_contiguous() else idx.reshape(-1).contiguous()
+        if self._torch_dtype is None:
+            self._torch_dtype = getattr(torch, self._dtype_name)
+        out = torch.empty((flat.shape[0],) + self._row_shape, dtype=self._torch_dtype, device=dev)
+        stream = _current_stream(torch, dev) if dev.type == "cuda" else 0
+        return flat, out, _torch_bytes(out) if byte_view else None, stream
 
     def _gather_cupy(self, idx):
         import cupy
@@ -566,6 +575,13 @@ class Array:
             u = view.reshape(-1, _swap_unit(self._dtype_name))
             u[...] = u[:, ::-1].copy()
         return out.reshape(idx.shape + self._row_shape)
+
+
+def _torch_bytes(out):
+    """A tensor's bytes as a flat uint8 view (an empty tensor as it is)."""
+    import torch
+
+    return out.reshape(-1).view(torch.uint8) if out.numel() else out
 
 
 def _current_stream(torch, device):
