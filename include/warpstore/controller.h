@@ -191,6 +191,11 @@ class controller {
   // probably coming (array::ref() calls it). They fall asleep again after a
   // short quiet if nothing arrives.
   virtual void wake() {}
+  // A mark of what kernels have submitted (the host controller: its SQ
+  // tail doorbells, hashed): a waiter that sees it change knows commands
+  // went out, and wakes the service threads only then (a gather that hits
+  // sends none). 0 where nothing announces activity.
+  virtual std::uint64_t submission_mark() const { return 0; }
   const backing_file& file() const { return *file_; }
   // Bytes, aligned in the file, that this controller rewrites whole when it
   // writes any byte of them: 1 where a WRITE touches exactly its own blocks

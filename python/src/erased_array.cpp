@@ -71,14 +71,22 @@ std::uint64_t erased_array::gather(const void* idx, std::uint32_t index_bytes, s
   // itself rather than queue a host callback that ends the activity (one
   // in the stream costs a small gather tens of microseconds: the driver's
   // thread runs it, and the event waits for it). On the GPU target only
-  // once the gather outlasts late_wait_ns: one that hits ends sooner, and
-  // waking the service threads for it would cost it more than it takes.
-  // The CPU target gathers in launch_gather: awake from the start.
+  // once the kernel sent commands (the controller's submission mark moved)
+  // or late_wait_ns passed: a gather that hits ends without the service
+  // threads, and waking them (each then polls a while) would cost it more
+  // than it takes. The CPU target gathers in launch_gather: awake at once.
   std::optional<activity_scope> awake;
   controller& ctl = *base_->shared_controller();
   if (n != 0 && !runtime::gpu_build()) awake.emplace(ctl);
+  const bool lazy = runtime::gpu_build() && ctl.announces_activity();
+  const std::uint64_t mark = lazy ? ctl.submission_mark() : 0;
   started s = start(idx, index_bytes, n, out, stream, poll, /*announce_here=*/false);
-  return finish(s, poll, [&] { awake.emplace(ctl); });
+  if (!lazy) return finish(s, poll);
+  return finish(s, poll, [&](std::uint64_t waited_ns) {
+    if (waited_ns < late_wait_ns && ctl.submission_mark() == mark) return false;
+    awake.emplace(ctl);
+    return true;
+  });
 }
 
 erased_array::started erased_array::start(const void* idx, std::uint32_t index_bytes,
@@ -113,7 +121,7 @@ erased_array::started erased_array::start(const void* idx, std::uint32_t index_b
 bool erased_array::done(const started& s) const { return !s.live || gather_done(s.slot); }
 
 std::uint64_t erased_array::finish(started& s, const interrupt_poll& poll,
-                                   const std::function<void()>& late) const {
+                                   const late_hook& late) const {
   if (!s.live) return no_bad_position;
   s.live = false;
   call_record rec{};

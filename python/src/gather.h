@@ -45,6 +45,9 @@ struct call_slot {
 // Called every few milliseconds by the thread that waits for a gather;
 // returning true cancels the gather (Ctrl-C). Runs without the GIL held.
 using interrupt_poll = std::function<bool()>;
+// Asked by a waiting thread, with the nanoseconds it has waited, until it
+// returns true once (see erased_array::finish).
+using late_hook = std::function<bool(std::uint64_t waited_ns)>;
 
 // Raised by gather when interrupt_poll asked it to stop. The array stays
 // usable: the reads in flight finished, the rest were never started.
@@ -108,10 +111,11 @@ class erased_array {
   started start(const void* idx, std::uint32_t index_bytes, std::uint64_t n, void* out,
                 std::uintptr_t stream, const interrupt_poll& poll = {},
                 bool announce_here = true) const;
-  // late: called once if the wait goes on past late_wait_ns (gather: the
-  // service threads are woken then, not for a gather that ends sooner).
+  // late: asked while the wait goes on (with the nanoseconds waited) until
+  // it returns true (gather: wakes the service threads once commands went
+  // out or late_wait_ns passed, never for a gather that hits).
   std::uint64_t finish(started& s, const interrupt_poll& poll = {},
-                       const std::function<void()>& late = {}) const;
+                       const late_hook& late = {}) const;
   bool done(const started& s) const;  // never blocks
 
  private:
@@ -137,7 +141,7 @@ void destroy_call_slot(call_slot& s) noexcept;
 // target it is queued on `stream` and the slot's event marks its end, so it
 // returns at once; the CPU target runs it whole (polling `poll`) before
 // returning. wait_gather waits for the slot's gather (GPU: for the event,
-// polling `poll`; `late` once it has waited late_wait_ns), after which
+// polling `poll` and asking `late`), after which
 // slot.host holds its record.
 //
 // on_done(arg) runs once the gather's reads are over: on the GPU target from
@@ -152,11 +156,11 @@ struct done_hook {
 void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
                    std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
                    const interrupt_poll& poll, done_hook on_done, bool& queued);
-// late_wait_ns: how long a wait goes before it calls its `late` hook. A
-// small all-hit gather is over by then (tens of microseconds in all).
-constexpr std::uint64_t late_wait_ns = 30'000;
-void wait_gather(const call_slot& slot, const interrupt_poll& poll,
-                 const std::function<void()>& late = {});
+// late_wait_ns: how long a sync gather that sent no command waits before
+// it wakes the service threads anyway. A small all-hit gather is over well
+// before (tens of microseconds in all).
+constexpr std::uint64_t late_wait_ns = 100'000;
+void wait_gather(const call_slot& slot, const interrupt_poll& poll, const late_hook& late = {});
 // Whether the slot's gather has ended (never blocks).
 bool gather_done(const call_slot& slot);
 

@@ -116,7 +116,7 @@ void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_b
   if (on_done.fn != nullptr) on_done.fn(on_done.arg);
 }
 
-void wait_gather(const call_slot&, const interrupt_poll&, const std::function<void()>&) {}
+void wait_gather(const call_slot&, const interrupt_poll&, const late_hook&) {}
 bool gather_done(const call_slot&) { return true; }
 
 }  // namespace warpstore::python

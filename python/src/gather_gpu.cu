@@ -213,7 +213,7 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
 // milliseconds, as a synchronize would, then sleeps in short steps. Returns
 // whether it asked the gather to stop.
 bool wait_interruptibly(cudaEvent_t ev, const call_slot& slot, const interrupt_poll& poll,
-                        const std::function<void()>& late) {
+                        const late_hook& late) {
   using clock = std::chrono::steady_clock;
   constexpr auto poll_period = std::chrono::milliseconds(20);
   constexpr auto spin_for = std::chrono::milliseconds(2);
@@ -225,10 +225,9 @@ bool wait_interruptibly(cudaEvent_t ev, const call_slot& slot, const interrupt_p
     if (e == cudaSuccess) return asked;
     if (e != cudaErrorNotReady) WARPSTORE_CUDA_TRY(e);
     const auto now = clock::now();
-    if (!late_called && now - start >= std::chrono::nanoseconds(late_wait_ns)) {
-      late_called = true;
-      late();
-    }
+    if (!late_called)
+      late_called = late(static_cast<std::uint64_t>(
+          std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count()));
     if (now - start < spin_for)
       std::this_thread::yield();
     else
@@ -268,8 +267,7 @@ void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_b
   WARPSTORE_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(slot.event), s));
 }
 
-void wait_gather(const call_slot& slot, const interrupt_poll& poll,
-                 const std::function<void()>& late) {
+void wait_gather(const call_slot& slot, const interrupt_poll& poll, const late_hook& late) {
   if (!wait_interruptibly(static_cast<cudaEvent_t>(slot.event), slot, poll, late)) return;
   // A cancel may land after the kernel's last block reset the record (the
   // gather then ran whole, and slot.host says so): it must not cancel the

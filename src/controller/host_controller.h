@@ -44,6 +44,7 @@ class host_controller final : public controller {
   void end_activity() override;
   bool announces_activity() const override { return true; }
   void wake() override;
+  std::uint64_t submission_mark() const override;
 
   // True when every service thread reads into io_uring registered buffers;
   // false when registration failed (RLIMIT_MEMLOCK, memory the kernel cannot

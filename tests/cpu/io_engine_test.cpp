@@ -163,3 +163,20 @@ TEST(IoEngine, ForkedChildStartsItsOwnPool) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "1: no result, 2: wrong data or pool, 3: threw";
   EXPECT_EQ(wrong_reads(parent, 100, 3), 0u);
 }
+
+// The submission mark moves when reads go out and only then: a gather that
+// hits the cache sends nothing, and its waiter leaves the threads asleep.
+TEST(IoEngine, SubmissionMarkMovesOnlyWithCommands) {
+  test::pattern_file file(1u << 20);
+  array<std::uint64_t> a(file.path(), 0, engine_options(2));
+  controller& ctl = *a.shared_controller();
+  ASSERT_TRUE(ctl.announces_activity());
+  const array_ref<std::uint64_t> ref = a.ref();
+  const std::uint64_t before = ctl.submission_mark();
+  EXPECT_EQ(ref[7], want(7));  // a miss: a READ through some queue
+  const std::uint64_t after_miss = ctl.submission_mark();
+  EXPECT_NE(after_miss, before);
+  for (int k = 0; k < 100; ++k) EXPECT_EQ(ref[7 + (k % 8)], want(7 + (k % 8)));  // the same line
+  EXPECT_EQ(ctl.submission_mark(), after_miss);
+  EXPECT_EQ(ctl.submission_mark(), ctl.submission_mark());
+}
