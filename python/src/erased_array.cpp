@@ -78,15 +78,22 @@ std::uint64_t erased_array::gather(const void* idx, std::uint32_t index_bytes, s
   std::optional<activity_scope> awake;
   controller& ctl = *base_->shared_controller();
   if (n != 0 && !runtime::gpu_build()) awake.emplace(ctl);
-  const bool lazy = runtime::gpu_build() && ctl.announces_activity();
+  const bool lazy = n != 0 && runtime::gpu_build() && ctl.announces_activity();
   const std::uint64_t mark = lazy ? ctl.submission_mark() : 0;
+  // Gathers that miss come in runs (a cache too small for the working
+  // set): after one that sent commands, wake the threads with the launch,
+  // so their wake-up overlaps the kernel's start.
+  if (lazy && sent_commands_.load(std::memory_order_relaxed)) awake.emplace(ctl);
   started s = start(idx, index_bytes, n, out, stream, poll, /*announce_here=*/false);
   if (!lazy) return finish(s, poll);
-  return finish(s, poll, [&](std::uint64_t waited_ns) {
+  const std::uint64_t first_bad = finish(s, poll, [&](std::uint64_t waited_ns) {
+    if (awake) return true;
     if (waited_ns < late_wait_ns && ctl.submission_mark() == mark) return false;
     awake.emplace(ctl);
     return true;
   });
+  sent_commands_.store(ctl.submission_mark() != mark, std::memory_order_relaxed);
+  return first_bad;
 }
 
 erased_array::started erased_array::start(const void* idx, std::uint32_t index_bytes,

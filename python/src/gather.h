@@ -3,6 +3,7 @@
 // (gather_gpu.cu, gather_cpu.cpp) over the shared bodies of gather.cuh.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -129,6 +130,9 @@ class erased_array {
   std::unique_ptr<detail::array_base> base_;  // an array<word<word_bytes>>
   mutable std::mutex slots_mutex_;
   mutable std::vector<call_slot> free_slots_;  // one per call that ran at once, reused
+  // The last sync gather sent commands: the next one wakes the service
+  // threads with its launch rather than once its kernel rings a doorbell.
+  mutable std::atomic<bool> sent_commands_{false};
 };
 
 // True when this target can run (a GPU is visible, or the CPU target).
