@@ -86,12 +86,12 @@ std::uint64_t erased_array::gather(const void* idx, std::uint32_t index_bytes, s
   if (lazy && sent_commands_.load(std::memory_order_relaxed)) awake.emplace(ctl);
   started s = start(idx, index_bytes, n, out, stream, poll, /*announce_here=*/false);
   if (!lazy) return finish(s, poll);
-  const std::uint64_t first_bad = finish(s, poll, [&](std::uint64_t waited_ns) {
-    if (awake) return true;
-    if (waited_ns < late_wait_ns && ctl.submission_mark() == mark) return false;
-    awake.emplace(ctl);
-    return true;
-  });
+  const std::uint64_t first_bad =
+      awake ? finish(s, poll) : finish(s, poll, [&](std::uint64_t waited_ns) {
+        if (waited_ns < late_wait_ns && ctl.submission_mark() == mark) return false;
+        awake.emplace(ctl);
+        return true;
+      });
   sent_commands_.store(ctl.submission_mark() != mark, std::memory_order_relaxed);
   return first_bad;
 }

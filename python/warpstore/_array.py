@@ -453,11 +453,12 @@ class Array:
         return False
 
     # -- per framework ---------------------------------------------------
-    def _run(self, idx, out, stream, lookup, call=None):
-        """Gathers idx into out (byte views) on `stream`; `call`, if given,
-        makes the same call its own way (the torch path: from addresses)."""
+    def _run(self, call, lookup):
+        """Runs `call` (one of the extension's gathers), which returns the
+        first position of an out-of-range index or -1; lookup(pos) is the
+        index there."""
         try:
-            pos = call() if call is not None else self._impl.gather(idx, out, stream)
+            pos = call()
         except OSError as e:
             self._raise_if_shrunk(e)
             raise
@@ -482,7 +483,8 @@ class Array:
         if self._dtype_name == "bfloat16":
             raise TypeError("bfloat16 results need PyTorch index tensors")
         out = np.empty((flat.size,) + self._row_shape, dtype=self._dtype_name)
-        self._run(flat, out.reshape(-1).view(np.uint8) if out.size else out, 0, lambda p: int(flat[p]))
+        view = out.reshape(-1).view(np.uint8) if out.size else out
+        self._run(lambda: self._impl.gather(flat, view, 0), lambda p: int(flat[p]))
         if self._swap:
             out.byteswap(inplace=True)
         return out.reshape(a.shape + self._row_shape)
@@ -508,15 +510,13 @@ class Array:
             # addresses go straight in, no DLPack capsules (a small gather
             # is tens of microseconds all told).
             where = -1 if dev.type == "cpu" else dev.index
-
-            def call():
-                return self._impl.gather_raw(flat.data_ptr(), flat.element_size(), flat.numel(),
-                                             where, out.data_ptr(),
-                                             out.numel() * out.element_size(), stream)
-            self._run(None, None, stream, lambda p: int(flat[p]), call)
+            self._run(lambda: self._impl.gather_raw(
+                flat.data_ptr(), flat.element_size(), flat.numel(), where, out.data_ptr(),
+                out.numel() * out.element_size(), stream), lambda p: int(flat[p]))
         else:
             view = _torch_bytes(out)
-            self._run(flat.detach(), view, stream, lambda p: int(flat[p]))
+            self._run(lambda: self._impl.gather(flat.detach(), view, stream),
+                      lambda p: int(flat[p]))
         return self._torch_result(out, view, tuple(idx.shape))
 
     def _torch_result(self, out, view, shape):
@@ -545,12 +545,11 @@ class Array:
                     pos = int(big.reshape(-1).nonzero()[0])
                     value = int(idx.reshape(-1).view(torch.int64)[pos]) % 2**64
                     raise _errors.index_error(self._path, value, len(self), pos)
+            idx = idx.to(torch.int64)
         dev = idx.device
         if dev.type == "meta":
             raise ValueError("indices are on the 'meta' device, which holds no values: "
                              "pass a CPU or CUDA tensor")
-        if dt is not torch.int64 and dt is not torch.int32:
-            idx = idx.to(torch.int64)
         flat = idx if idx.dim() == 1 and idx.is_contiguous() else idx.reshape(-1).contiguous()
         if self._torch_dtype is None:
             self._torch_dtype = getattr(torch, self._dtype_name)
@@ -570,7 +569,8 @@ class Array:
         flat = cupy.ascontiguousarray(idx.reshape(-1))
         out = cupy.empty((flat.size,) + self._row_shape, dtype=self._dtype_name)
         view = out.reshape(-1).view(cupy.uint8) if out.size else out
-        self._run(flat, view, cupy.cuda.get_current_stream().ptr, lambda p: int(flat[p]))
+        stream = cupy.cuda.get_current_stream().ptr
+        self._run(lambda: self._impl.gather(flat, view, stream), lambda p: int(flat[p]))
         if self._swap and out.size:
             u = view.reshape(-1, _swap_unit(self._dtype_name))
             u[...] = u[:, ::-1].copy()

@@ -230,7 +230,7 @@ void bulk_reader::start_helper(lane& l) {
   pthread_setname_np(l.thread.native_handle(), "warpstore-bulk");
 }
 
-unsigned bulk_reader::hand_out(call& c, const std::vector<lane*>& lanes) {
+void bulk_reader::hand_out(call& c, const std::vector<lane*>& lanes) {
   std::lock_guard<std::mutex> lock(mutex_);
   try {
     start_helper(*lanes[0]);
@@ -251,7 +251,6 @@ unsigned bulk_reader::hand_out(call& c, const std::vector<lane*>& lanes) {
   // Before any helper can end: each needs mutex_ to see its job.
   std::lock_guard<std::mutex> call_lock(c.m);
   c.helpers = handed;
-  return handed;
 }
 
 void bulk_reader::serve(lane& l) {

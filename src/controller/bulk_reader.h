@@ -106,9 +106,10 @@ class bulk_reader {
   std::vector<lane*> take_lanes(unsigned want, const std::function<bool()>& interrupt);
   void give_back(const std::vector<lane*>& lanes);
   // Hands lanes[1...] to their helpers (starting those not running) and
-  // makes sure lanes[0]'s helper runs, to free its buffers once idle.
-  // Returns how many took the call; raises if a thread could not start.
-  unsigned hand_out(call& c, const std::vector<lane*>& lanes);
+  // makes sure lanes[0]'s helper runs, to free its buffers once idle. A
+  // thread that cannot start fails the call (c.fail); the helpers handed
+  // the call are counted in c.helpers.
+  void hand_out(call& c, const std::vector<lane*>& lanes);
   void start_helper(lane& l);  // under mutex_
   void serve(lane& l);         // a helper thread
   void work(call& c, lane& l, bool caller);
