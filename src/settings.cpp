@@ -226,6 +226,12 @@ const setting table[] = {
      .doc = "Python gathers on the GPU: 0 on every multiprocessor; N (1 to 64) on 1/N of them, "
             "leaving the rest whole to kernels beside an asynchronous gather",
      WARPSTORE_NUMERIC(gather_sm_share)},
+    {.name = "gather_sort_rows", .variable = "WARPSTORE_GATHER_SORT_ROWS",
+     .flag = "gather-sort-rows", .group = group::tuning, .max = std::uint64_t{1} << 31,
+     .doc = "Python gathers on the GPU over the memory controller: one of at least this many "
+            "positions reads its rows in file order (indices radix-sorted first) while the "
+            "array's large gathers miss; 0: never",
+     WARPSTORE_NUMERIC(gather_sort_rows)},
     {.name = "fetch_priority", .variable = "WARPSTORE_FETCH_PRIORITY", .flag = "fetch-priority",
      .type = type::flag, .group = group::tuning, .max = 1,
      .doc = "1: the PyG feature store's fetch-ahead gathers run on a highest-priority CUDA stream; "

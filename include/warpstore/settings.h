@@ -46,7 +46,7 @@ struct options {
   // WARPSTORE_DIRECT = off | auto | on, WARPSTORE_DELIVERY = pull | copy,
   // WARPSTORE_URING_DEPTH).
   std::uint32_t service_threads = default_service_threads();
-  std::uint32_t queue_pairs = 0;  // 0: one per multiprocessor (capped at 128)
+  std::uint32_t queue_pairs = 0;    // 0: one per multiprocessor (capped at 128)
   std::uint32_t queue_depth = 256;  // power of two, 2 to 4096
   direct_io direct = direct_io::automatic;
   delivery deliver = delivery::gpu_pull;
@@ -71,6 +71,14 @@ struct options {
   // a training step's large kernels find whole multiprocessors free beside
   // an asynchronous gather (best with queue_spread). Default 0 until measured.
   std::uint32_t gather_sm_share = 0;
+  // Sorted gathers (WARPSTORE_GATHER_SORT_ROWS): a Python gather on the GPU
+  // of at least this many positions, over the memory controller, takes its
+  // rows in file order (a radix sort of the indices first) while the
+  // array's large gathers miss: a GPU reads random rows of host memory at
+  // about 60 M a second whatever their size, because its translations of
+  // host pages miss beyond about 512 MiB, and 2 to 7 times as fast in file
+  // order (bench/host_read_probe.cu). 0: never.
+  std::uint64_t gather_sort_rows = 16384;
   // Fetch priority (WARPSTORE_FETCH_PRIORITY = 0 | 1): the PyG feature
   // store's fetch-ahead gathers run on a stream of the highest priority, so
   // the block scheduler hands their blocks the next free multiprocessors

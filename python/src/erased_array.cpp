@@ -1,6 +1,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 #include "gather.cuh"
 #include "gather.h"
@@ -10,7 +11,9 @@ namespace warpstore::python {
 
 namespace {
 // Ends the controller activity a gather began, once its reads are over.
-void end_activity(void* c) { static_cast<controller*>(c)->end_activity(); }
+void end_activity(void* c) {
+  static_cast<controller*>(c)->end_activity();
+}
 }  // namespace
 
 erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
@@ -19,7 +22,8 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
     : rows_(rows),
       row_bytes_(row_bytes),
       word_bytes_(word_bytes),
-      gather_sm_share_(given.gather_sm_share) {
+      gather_sm_share_(given.gather_sm_share),
+      sort_rows_(given.gather_sort_rows) {
   options opts = given;
   if (shared) {
     opts.cache_bytes = shared->bytes();
@@ -41,6 +45,33 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
                                         opts);
     return std::make_unique<array<W>>(path, words, opts, byte_offset);
   });
+  host_reads_ =
+      runtime::gpu_build() && std::string_view(base_->shared_controller()->name()) == "memory";
+}
+
+bool erased_array::sorts(std::uint64_t n) const {
+  return samples_cache(n) && gather_sm_share_ == 0 && n <= 0x7fffffffu &&
+         sort_next_.load(std::memory_order_relaxed);
+}
+
+// What the cache did between the last sampled gather and this one (other
+// arrays of a shared cache and calls from other threads included: a rough
+// but current measure of how much the large gathers miss).
+void erased_array::note_cache_totals(const call_record& rec) const {
+  std::lock_guard<std::mutex> lock(totals_mutex_);
+  if (rec.cache_lookups < seen_lookups_ || rec.cache_misses < seen_misses_) {
+    // The counters were reset (reset_stats, clear_cache), or an older call
+    // finished late: a new baseline, the decision as it was.
+    seen_lookups_ = rec.cache_lookups;
+    seen_misses_ = rec.cache_misses;
+    return;
+  }
+  if (rec.cache_lookups == seen_lookups_) return;
+  const std::uint64_t lookups = rec.cache_lookups - seen_lookups_;
+  const std::uint64_t misses = rec.cache_misses - seen_misses_;
+  seen_lookups_ = rec.cache_lookups;
+  seen_misses_ = rec.cache_misses;
+  sort_next_.store(misses * sort_miss_share >= lookups, std::memory_order_relaxed);
 }
 
 erased_array::~erased_array() {
@@ -125,7 +156,9 @@ erased_array::started erased_array::start(const void* idx, std::uint32_t index_b
   return s;
 }
 
-bool erased_array::done(const started& s) const { return !s.live || gather_done(s.slot); }
+bool erased_array::done(const started& s) const {
+  return !s.live || gather_done(s.slot);
+}
 
 std::uint64_t erased_array::finish(started& s, const interrupt_poll& poll,
                                    const late_hook& late) const {
@@ -140,6 +173,7 @@ std::uint64_t erased_array::finish(started& s, const interrupt_poll& poll,
     throw;
   }
   give_back(s.slot);
+  if (rec.cache_lookups != 0) note_cache_totals(rec);
   base_->shared_controller()->check();
   if (rec.cancel != 0) throw cancelled();
   // A bad index is the caller's error and is what gets reported; the reads

@@ -22,9 +22,14 @@ namespace warpstore::python {
 // each other's errors.
 struct call_record {
   error_record errors;
-  std::uint64_t first_bad;  // no_bad_position when every index is in range
-  std::uint32_t cancel;     // nonzero: positions not yet started are skipped
+  std::uint64_t first_bad;    // no_bad_position when every index is in range
+  std::uint32_t cancel;       // nonzero: positions not yet started are skipped
   std::uint32_t blocks_done;  // GPU target: blocks of the kernel that ended
+  // GPU target, for a gather that may inform the next one's order
+  // (erased_array::sorts): the cache's totals as the call ended. lookups:
+  // hits, fills and reads around; misses: fills and reads around.
+  std::uint64_t cache_lookups;
+  std::uint64_t cache_misses;
 };
 
 // A call's pooled resources: its record on the device, a host copy of it
@@ -41,6 +46,10 @@ struct call_slot {
   call_record* host = nullptr;
   void* event = nullptr;
   void* cancel_stream = nullptr;
+  // A sorted gather's keys, positions and radix-sort scratch (device
+  // memory, grown as needed, kept with the slot).
+  void* sort_space = nullptr;
+  std::size_t sort_bytes = 0;
 };
 
 // Called every few milliseconds by the thread that waits for a gather;
@@ -83,6 +92,20 @@ class erased_array {
   std::uint32_t word_bytes() const { return word_bytes_; }
   // options::gather_sm_share: where a GPU gather runs (gather_gpu.cu).
   std::uint32_t gather_sm_share() const { return gather_sm_share_; }
+  // Whether a gather of n positions should read its rows in file order
+  // (options::gather_sort_rows): n is that large, the GPU reads the rows
+  // from host memory (the memory controller), and the array's last large
+  // gather missed on at least one lookup in sort_miss_share (or none ran).
+  bool sorts(std::uint64_t n) const;
+  // Whether a gather of n positions reports the cache's totals (its record's
+  // cache_lookups, cache_misses) for the next one's sorts().
+  bool samples_cache(std::uint64_t n) const {
+    return sort_rows_ != 0 && host_reads_ && n >= sort_rows_;
+  }
+  static constexpr std::uint64_t sort_miss_share = 16;
+  // Gathers that went in row order (Array.stats()["sorted_gathers"]).
+  std::uint64_t sorted_gathers() const { return sorted_gathers_.load(std::memory_order_relaxed); }
+  void count_sorted() const { sorted_gathers_.fetch_add(1, std::memory_order_relaxed); }
   detail::array_base& base() const { return *base_; }
 
   // Gathers rows idx[0..n) (signed 32- or 64-bit, `index_bytes`) into `out`
@@ -133,6 +156,15 @@ class erased_array {
   // The last sync gather sent commands: the next one wakes the service
   // threads with its launch rather than once its kernel rings a doorbell.
   mutable std::atomic<bool> sent_commands_{false};
+  // sorts(): the cache's totals as the last sampled gather ended, and
+  // whether it missed enough for the next large one to sort.
+  void note_cache_totals(const call_record& rec) const;
+  std::uint64_t sort_rows_ = 0;
+  bool host_reads_ = false;
+  mutable std::mutex totals_mutex_;
+  mutable std::uint64_t seen_lookups_ = 0, seen_misses_ = 0;
+  mutable std::atomic<bool> sort_next_{true};
+  mutable std::atomic<std::uint64_t> sorted_gathers_{0};
 };
 
 // True when this target can run (a GPU is visible, or the CPU target).
@@ -158,7 +190,7 @@ struct done_hook {
   void* arg = nullptr;
 };
 void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
-                   std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
+                   std::uint64_t n, void* out, std::uintptr_t stream, call_slot& slot,
                    const interrupt_poll& poll, done_hook on_done, bool& queued);
 // late_wait_ns: how long a sync gather that sent no command waits before
 // it wakes the service threads anyway. A small all-hit gather is over well

@@ -102,7 +102,7 @@ void gather_typed(const erased_array& ea, const I* idx, std::uint64_t n, W* out,
 
 // The CPU target runs the whole gather at launch: nothing is left to wait for.
 void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
-                   std::uint64_t n, void* out, std::uintptr_t, const call_slot& slot,
+                   std::uint64_t n, void* out, std::uintptr_t, call_slot& slot,
                    const interrupt_poll& poll, done_hook on_done, bool& queued) {
   call_record& rec = *slot.device;
   rec = fresh_call_record();

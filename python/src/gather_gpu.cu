@@ -4,7 +4,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cub/device/device_radix_sort.cuh>
 #include <thread>
 
 #include "gather.cuh"
@@ -46,6 +48,7 @@ void destroy_call_slot(call_slot& s) noexcept {
     cudaStreamDestroy(static_cast<cudaStream_t>(s.cancel_stream));
   }
   if (s.event != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(s.event));
+  if (s.sort_space != nullptr) cudaFree(s.sort_space);
   runtime::free_host_mapped(s.host);
   runtime::free_device(s.device);
   s = call_slot{};
@@ -116,16 +119,42 @@ __device__ void rows_body(const array_ref<W>& a, std::uint64_t rows, std::uint64
     gather_row(a, rows, row_words, idx, out, k, &rec->first_bad, &rec->cancel);
 }
 
+// Where a gather that informs the next one's order (erased_array::sorts)
+// finds the cache's counters; shards 0 for any other.
+struct cache_sample {
+  const cache_counters* counters = nullptr;
+  std::uint32_t shards = 0;
+};
+
 // Every block, at its end: the last block of the grid to end copies the
 // call's record to the mapped host copy and resets it for the next call.
 // The other blocks' records (errors, first_bad, cancel) are visible to it:
-// each block fences before it counts itself done.
-__device__ void hand_over_record(call_record* rec, call_record* host) {
+// each block fences before it counts itself done. With a cache sample its
+// first warp adds up the counters' shards into the host copy's totals.
+__device__ void hand_over_record(call_record* rec, call_record* host, cache_sample sample) {
+  __shared__ bool last;
   __syncthreads();  // the block's reads and records are done
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(&rec->blocks_done, 1u) + 1 == gridDim.x;
+  }
+  __syncthreads();
+  if (!last || threadIdx.x >= 32) return;
+  unsigned long long lookups = 0, misses = 0;
+  for (std::uint32_t i = threadIdx.x; i < sample.shards; i += 32) {
+    const cache_counters& c = sample.counters[i];
+    const auto ld = [](const std::uint64_t& v) {
+      return __ldcg(reinterpret_cast<const unsigned long long*>(&v));
+    };
+    const unsigned long long fills = ld(c.misses) + ld(c.read_around);
+    misses += fills;
+    lookups += ld(c.hits) + fills;
+  }
+  for (int d = 16; d > 0; d /= 2) {
+    lookups += __shfl_down_sync(0xffffffffu, lookups, d);
+    misses += __shfl_down_sync(0xffffffffu, misses, d);
+  }
   if (threadIdx.x != 0) return;
-  __threadfence();
-  const unsigned done = atomicAdd(&rec->blocks_done, 1u) + 1;
-  if (done != gridDim.x) return;
   __threadfence();
   // L2 reads (not L1): other blocks wrote these on other multiprocessors.
   constexpr unsigned words = sizeof(call_record) / sizeof(unsigned long long);
@@ -136,48 +165,187 @@ __device__ void hand_over_record(call_record* rec, call_record* host) {
   const call_record fresh = fresh_call_record();
   const auto* f = reinterpret_cast<const unsigned long long*>(&fresh);
   for (unsigned w = 0; w < words; ++w) __stcg(src + w, f[w]);
+  // The device record never holds totals: they go to the host copy alone.
+  reinterpret_cast<volatile std::uint64_t&>(host->cache_lookups) = lookups;
+  reinterpret_cast<volatile std::uint64_t&>(host->cache_misses) = misses;
   __threadfence_system();  // the host copy is out before the kernel ends
 }
 
 template <class W, class I>
 __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
-    gather_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
-                           call_record* rec, call_record* host) {
+    gather_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n, call_record* rec,
+                           call_record* host, cache_sample sample) {
   elements_body(a, idx, out, n, rec);
-  hand_over_record(rec, host);
+  hand_over_record(rec, host, sample);
 }
 
 template <class W, class I>
 __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
     gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
-                       W* out, std::uint64_t n, call_record* rec, call_record* host) {
+                       W* out, std::uint64_t n, call_record* rec, call_record* host,
+                       cache_sample sample) {
   rows_body(a, rows, row_words, idx, out, n, rec);
-  hand_over_record(rec, host);
+  hand_over_record(rec, host, sample);
 }
 
 template <class W, class I>
 __global__ void __launch_bounds__(wide_threads, 1)
-    wide_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n,
-                         call_record* rec, call_record* host) {
+    wide_elements_kernel(array_ref<W> a, const I* idx, W* out, std::uint64_t n, call_record* rec,
+                         call_record* host, cache_sample sample) {
   elements_body(a, idx, out, n, rec);
-  hand_over_record(rec, host);
+  hand_over_record(rec, host, sample);
 }
 
 template <class W, class I>
 __global__ void __launch_bounds__(wide_threads, 1)
     wide_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
-                     W* out, std::uint64_t n, call_record* rec, call_record* host) {
+                     W* out, std::uint64_t n, call_record* rec, call_record* host,
+                     cache_sample sample) {
   rows_body(a, rows, row_words, idx, out, n, rec);
-  hand_over_record(rec, host);
+  hand_over_record(rec, host, sample);
+}
+
+// Sorted gathers (erased_array::sorts). A GPU reads random rows of host
+// memory at about 60 M a second whatever their size: its translations of
+// host pages miss once the rows spread over more than about 512 MiB. The
+// same rows in file order, a batch's reads in flight at once falling on a
+// few pages, read 2 to 7 times as fast (H200, bench/host_read_probe.cu:
+// 64 K random 128 B rows of 2 GiB 61 M/s, sorted 168 M/s; 512 B rows 61 M/s
+// and 100 M/s, the link's 51 GB/s). So a large gather that misses sorts
+// its (row, position) pairs first (a radix sort over the bits of the row
+// count) and walks them in row order, each row going to its position.
+
+// Keys: the row (or element) of each position, or `end` where the index is
+// out of range (noted; such keys sort last and are skipped). Values: the
+// positions.
+template <class I, class K>
+__global__ void sort_keys_kernel(const I* idx, std::uint64_t n, std::uint64_t end, K* keys,
+                                 std::uint32_t* pos, call_record* rec) {
+  const std::uint64_t threads = gridDim.x * std::uint64_t{blockDim.x};
+  for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < n;
+       k += threads) {
+    std::uint64_t i = 0;
+    if (!resolve_index(idx[k], end, i)) {
+      i = end;
+      note_bad_position(&rec->first_bad, k);
+    }
+    keys[k] = static_cast<K>(i);
+    pos[k] = static_cast<std::uint32_t>(k);
+  }
+}
+
+template <class W, class K>
+__global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
+    sorted_elements_kernel(array_ref<W> a, const K* keys, const std::uint32_t* pos, W* out,
+                           std::uint64_t n, call_record* rec, call_record* host,
+                           cache_sample sample) {
+  const std::uint64_t threads = gridDim.x * std::uint64_t{blockDim.x};
+  for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < n;
+       k += threads) {
+    if (cancelled_for(detail::warp::active_mask(), &rec->cancel)) break;
+    const std::uint64_t i = keys[k];
+    out[pos[k]] = i < a.size() ? a[i] : W{};
+  }
+  hand_over_record(rec, host, sample);
+}
+
+template <class W, class K>
+__global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
+    sorted_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const K* keys,
+                       const std::uint32_t* pos, W* out, std::uint64_t n, call_record* rec,
+                       call_record* host, cache_sample sample) {
+  const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
+  // k is the same for every lane of a warp: each warp walks its rows whole.
+  for (std::uint64_t k = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; k < n;
+       k += warps) {
+    if (cancelled_for(detail::warp::active_mask(), &rec->cancel)) break;
+    const std::uint64_t r = keys[k];
+    if (r < rows) a.read_span(r * row_words, row_words, out + std::uint64_t{pos[k]} * row_words);
+  }
+  hand_over_record(rec, host, sample);
+}
+
+constexpr std::size_t sort_align = 256;
+std::size_t aligned(std::size_t b) {
+  return (b + sort_align - 1) & ~(sort_align - 1);
+}
+
+// The slot's sort space, at least `bytes` (grown to a power of two; the
+// slot's previous call is over, so its old space is free).
+void* sort_space(call_slot& slot, std::size_t bytes) {
+  if (slot.sort_bytes < bytes) {
+    const std::size_t want = std::bit_ceil(std::max<std::size_t>(bytes, std::size_t{1} << 20));
+    if (slot.sort_space != nullptr) WARPSTORE_CUDA_TRY(cudaFree(slot.sort_space));
+    slot.sort_space = nullptr;
+    slot.sort_bytes = 0;
+    WARPSTORE_CUDA_TRY(cudaMalloc(&slot.sort_space, want));
+    slot.sort_bytes = want;
+  }
+  return slot.sort_space;
+}
+
+template <class W, class I, class K>
+void launch_sorted(const erased_array& ea, const array_ref<W>& a, const I* idx, std::uint64_t n,
+                   W* out, cudaStream_t s, call_slot& slot, cache_sample sample) {
+  const std::uint64_t end = ea.rows();  // past every row (elements of a 1-D array)
+  const int end_bit = static_cast<int>(std::bit_width(end));
+  const auto items = static_cast<int>(n);
+  const std::size_t key_bytes = aligned(n * sizeof(K)), pos_bytes = aligned(n * 4);
+  cub::DoubleBuffer<K> keys;
+  cub::DoubleBuffer<std::uint32_t> pos;
+  std::size_t temp_bytes = 0;
+  WARPSTORE_CUDA_TRY(
+      cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, pos, items, 0, end_bit, s));
+  auto* base = static_cast<std::byte*>(
+      sort_space(slot, 2 * key_bytes + 2 * pos_bytes + aligned(temp_bytes)));
+  keys = cub::DoubleBuffer<K>(reinterpret_cast<K*>(base), reinterpret_cast<K*>(base + key_bytes));
+  base += 2 * key_bytes;
+  pos = cub::DoubleBuffer<std::uint32_t>(reinterpret_cast<std::uint32_t*>(base),
+                                         reinterpret_cast<std::uint32_t*>(base + pos_bytes));
+  void* temp = base + 2 * pos_bytes;
+  const auto sms = static_cast<std::uint64_t>(multiprocessors());
+  sort_keys_kernel<<<static_cast<unsigned>(grid_for(n, block_threads, 4 * sms)), block_threads, 0,
+                     s>>>(idx, n, end, keys.Current(), pos.Current(), slot.device);
+  WARPSTORE_CHECK_LAUNCH();
+  WARPSTORE_CUDA_TRY(
+      cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pos, items, 0, end_bit, s));
+  const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
+  if (row_words == 1) {
+    prefer_shared_memory(sorted_elements_kernel<W, K>);
+    sorted_elements_kernel<<<static_cast<unsigned>(
+                                 grid_for(n, block_threads, resident_blocks_per_sm * sms)),
+                             block_threads, 0, s>>>(a, keys.Current(), pos.Current(), out, n,
+                                                    slot.device, slot.host, sample);
+  } else {
+    prefer_shared_memory(sorted_rows_kernel<W, K>);
+    sorted_rows_kernel<<<static_cast<unsigned>(
+                             grid_for(n, block_threads / 32, resident_blocks_per_sm * sms)),
+                         block_threads, 0, s>>>(a, ea.rows(), row_words, keys.Current(),
+                                                pos.Current(), out, n, slot.device, slot.host,
+                                                sample);
+  }
+  WARPSTORE_CHECK_LAUNCH();
 }
 
 template <class W, class I>
 void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaStream_t s,
-            call_record* rec, call_record* host) {
+            call_slot& slot) {
+  call_record* rec = slot.device;
+  call_record* host = slot.host;
   // Quiet: the service threads are woken by whoever waits for the gather
   // (gather: once it runs past late_wait_ns; gather_async: at once).
   array_ref<W> a = static_cast<const array<W>&>(ea.base()).quiet_ref();
   a.errors = &rec->errors;  // this call's errors, not the array's
+  cache_sample sample;
+  if (ea.samples_cache(n)) sample = {a.cache.counters, a.cache.counter_shards};
+  if (ea.sorts(n)) {
+    ea.count_sorted();
+    if (ea.rows() < 0xffffffffu)
+      launch_sorted<W, I, std::uint32_t>(ea, a, idx, n, out, s, slot, sample);
+    else
+      launch_sorted<W, I, std::uint64_t>(ea, a, idx, n, out, s, slot, sample);
+    return;
+  }
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
   const auto sms = static_cast<std::uint64_t>(multiprocessors());
   // Grid-stride loops over resident blocks only: 16 warps a multiprocessor,
@@ -187,23 +355,24 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
     const std::uint64_t most = std::max<std::uint64_t>(1, sms / share);
     if (row_words == 1) {
       prefer_shared_memory(wide_elements_kernel<W, I>);
-      wide_elements_kernel<<<static_cast<unsigned>(grid_for(n, wide_threads, most)),
-                             wide_threads, 0, s>>>(a, idx, out, n, rec, host);
+      wide_elements_kernel<<<static_cast<unsigned>(grid_for(n, wide_threads, most)), wide_threads,
+                             0, s>>>(a, idx, out, n, rec, host, sample);
     } else {
       prefer_shared_memory(wide_rows_kernel<W, I>);
-      wide_rows_kernel<<<static_cast<unsigned>(grid_for(n, wide_threads / 32, most)),
-                         wide_threads, 0, s>>>(a, ea.rows(), row_words, idx, out, n, rec, host);
+      wide_rows_kernel<<<static_cast<unsigned>(grid_for(n, wide_threads / 32, most)), wide_threads,
+                         0, s>>>(a, ea.rows(), row_words, idx, out, n, rec, host, sample);
     }
   } else if (row_words == 1) {
     prefer_shared_memory(gather_elements_kernel<W, I>);
     gather_elements_kernel<<<static_cast<unsigned>(
                                  grid_for(n, block_threads, resident_blocks_per_sm * sms)),
-                             block_threads, 0, s>>>(a, idx, out, n, rec, host);
+                             block_threads, 0, s>>>(a, idx, out, n, rec, host, sample);
   } else {
     prefer_shared_memory(gather_rows_kernel<W, I>);
     gather_rows_kernel<<<static_cast<unsigned>(
                              grid_for(n, block_threads / 32, resident_blocks_per_sm * sms)),
-                         block_threads, 0, s>>>(a, ea.rows(), row_words, idx, out, n, rec, host);
+                         block_threads, 0, s>>>(a, ea.rows(), row_words, idx, out, n, rec, host,
+                                                sample);
   }
   WARPSTORE_CHECK_LAUNCH();
 }
@@ -248,17 +417,16 @@ bool wait_interruptibly(cudaEvent_t ev, const call_slot& slot, const interrupt_p
 }  // namespace
 
 void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_bytes,
-                   std::uint64_t n, void* out, std::uintptr_t stream, const call_slot& slot,
+                   std::uint64_t n, void* out, std::uintptr_t stream, call_slot& slot,
                    const interrupt_poll&, done_hook on_done, bool& queued) {
   const auto s = reinterpret_cast<cudaStream_t>(stream);
   // The device record is fresh: the slot's last kernel (or make_call_slot)
   // left it so, and its last block hands this call's record to slot.host.
-  call_record* rec = slot.device;
   with_word(a.word_bytes(), [&]<class W>() {
     if (index_bytes == 4)
-      launch(a, static_cast<const std::int32_t*>(idx), n, static_cast<W*>(out), s, rec, slot.host);
+      launch(a, static_cast<const std::int32_t*>(idx), n, static_cast<W*>(out), s, slot);
     else
-      launch(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), s, rec, slot.host);
+      launch(a, static_cast<const std::int64_t*>(idx), n, static_cast<W*>(out), s, slot);
   });
   // Before the event: a waiter that saw the event knows the hook has run.
   // No hook (nothing to announce): no host callback holding up the stream.

@@ -428,6 +428,7 @@ class py_array {
     double resident = -1;
     std::uint64_t cache_bytes = 0;
     std::uint32_t line_size = 0;
+    std::uint64_t sorted = 0;
     {
       nb::gil_scoped_release release;
       gate_pass<false> pass(gate_);
@@ -441,6 +442,7 @@ class py_array {
       resident = a.base().shared_controller()->file().resident_share();
       cache_bytes = a.base().cache().bytes();
       line_size = a.base().cache().line_size();
+      sorted = a.sorted_gathers();
     }
     nb::dict d = cache_counters_dict(s);
     d["commands"] = c.commands;
@@ -453,6 +455,8 @@ class py_array {
     d["resident_share"] = resident;
     d["cache_bytes"] = cache_bytes;
     d["line_size"] = line_size;
+    // GPU gathers that read their rows in file order (options::gather_sort_rows).
+    d["sorted_gathers"] = sorted;
     return d;
   }
   void reset_stats() {

@@ -102,6 +102,56 @@ def test_gathers_confined_to_a_share_of_the_gpu(big, monkeypatch, share, spread)
         assert torch.equal(a[eidx].cpu(), torch.from_numpy(flat[eidx.cpu().numpy()]))
 
 
+@pytest.mark.parametrize("dtype,row,n", [("float32", 32, 40000), ("int8", 512, 40000),
+                                         ("int32", 1, 4000000), ("float64", 300, 20000)])
+def test_large_gathers_that_miss_read_in_file_order(tmp_path, monkeypatch, dtype, row, n):
+    # Over the memory controller a gather of gather_sort_rows positions or
+    # more sorts its indices and reads its rows in file order while the
+    # array's gathers miss; every row still lands at its own position
+    # (duplicates, negative indices, int32 and int64 indices), and the first
+    # out-of-range position is the one reported. Once the cache holds the
+    # working set, gathers go in index order again.
+    import torch
+
+    monkeypatch.setenv("WARPSTORE_GATHER_SORT_ROWS", "4096")
+    rng = np.random.default_rng(row)
+    data = (rng.standard_normal((n, row)) * 100).astype(dtype)
+    path = write(tmp_path / f"sorted-{dtype}-{row}.bin", data)
+    flat_shape = (n,) if row == 1 else (n, row)
+    want_rows = data.reshape(flat_shape)
+    with warpstore.open(path, dtype, flat_shape, cache="1MiB", controller="memory") as a:
+        idx = rng.integers(-n, n, 30000)
+        idx[:50] = idx[50:100]  # duplicates
+        for itype in (torch.int64, torch.int32):
+            t = torch.from_numpy(idx).to(itype).cuda()
+            before = a.stats()["sorted_gathers"]
+            got = a[t]
+            assert a.stats()["sorted_gathers"] == before + 1
+            np.testing.assert_array_equal(got.cpu().numpy(), want_rows[idx])
+        p = a.gather_async(torch.from_numpy(idx[::-1].copy()).cuda())
+        np.testing.assert_array_equal(p.wait().cpu().numpy(), want_rows[idx[::-1]])
+        bad = torch.from_numpy(rng.integers(0, n, 8192)).cuda()
+        bad[5000], bad[7000] = n + 3, -n - 1
+        with pytest.raises(IndexError, match=rf"index {n + 3} \(at position 5000\)"):
+            a[bad]
+        # The working set now fits the cache: a warm pass, then no sorting.
+        ws = torch.from_numpy(rng.integers(0, 100, 10000)).cuda()
+        for _ in range(3):
+            a[ws]
+        before = a.stats()["sorted_gathers"]
+        np.testing.assert_array_equal(a[ws].cpu().numpy(), want_rows[ws.cpu().numpy()])
+        assert a.stats()["sorted_gathers"] == before
+        small = torch.from_numpy(rng.integers(0, n, 4095)).cuda()
+        np.testing.assert_array_equal(a[small].cpu().numpy(), want_rows[small.cpu().numpy()])
+        assert a.stats()["sorted_gathers"] == before  # under gather_sort_rows
+        assert a.stats()["errors"] == 0
+    monkeypatch.setenv("WARPSTORE_GATHER_SORT_ROWS", "0")
+    with warpstore.open(path, dtype, flat_shape, cache="1MiB", controller="memory") as a:
+        t = torch.from_numpy(idx).cuda()
+        np.testing.assert_array_equal(a[t].cpu().numpy(), want_rows[idx])
+        assert a.stats()["sorted_gathers"] == 0
+
+
 def test_the_default_reads_a_cached_file_through_its_pinned_pages(big):
     """controller="auto" (the default): a read-only file in the page cache is
     mapped and pinned, and kernels read its own pages; a writable or

@@ -425,7 +425,8 @@ class Array:
         return self.gather(key)
 
     def stats(self):
-        """Cache and controller counters: hits, misses, evictions, bytes (read from storage), ..."""
+        """Cache and controller counters: hits, misses, evictions, bytes (read from storage),
+        ..., and sorted_gathers (GPU gathers that read their rows in file order)."""
         self._check_process()
         return dict(self._impl.stats())
 

@@ -1,0 +1,228 @@
+// Probe: how fast can GPU warps read random rows of host memory over PCIe,
+// and what limits it? Random rows of 128 B .. 4 KiB, one warp a row, from
+// a region of 64 MiB or 2 GiB of host memory held four ways:
+//   hostalloc  cudaHostAlloc (what torch pin_memory and the copy of the
+//              memory controller use)
+//   anon4k     malloc'd 4 KiB pages, cudaHostRegister
+//   anon2m     2 MiB transparent huge pages (madvise), cudaHostRegister
+//   pagecache  a file's page-cache pages mapped and registered read-only
+//              (the memory controller's default for a read-only file)
+// Prints rows/s and GB/s per case. Build: nvcc -O3 -std=c++17 -arch=sm_90.
+#include <cuda_runtime.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#define CK(x)                                                                       \
+  do {                                                                              \
+    cudaError_t e_ = (x);                                                           \
+    if (e_ != cudaSuccess) {                                                        \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,                \
+                   cudaGetErrorString(e_));                                         \
+      std::exit(1);                                                                 \
+    }                                                                               \
+  } while (0)
+
+__device__ __forceinline__ std::uint64_t mix(std::uint64_t x) {
+  x ^= x >> 33;
+  x *= 0xff51afd7ed558ccdULL;
+  x ^= x >> 33;
+  x *= 0xc4ceb9fe1a85ec53ULL;
+  x ^= x >> 33;
+  return x;
+}
+
+__global__ void probe(const uint4* src, std::uint64_t rows, unsigned row_bytes,
+                      std::uint64_t reads, std::uint64_t seed, unsigned long long* sink) {
+  const unsigned lane = threadIdx.x & 31;
+  const std::uint64_t warp = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32;
+  const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
+  const unsigned words = row_bytes / 16;
+  uint4 acc = make_uint4(0, 0, 0, 0);
+  for (std::uint64_t k = warp; k < reads; k += warps) {
+    const std::uint64_t r = mix(k + seed) % rows;
+    const uint4* row = src + r * words;
+    for (unsigned w = lane; w < words; w += 32) {
+      const uint4 v = row[w];
+      acc.x ^= v.x;
+      acc.y ^= v.y;
+      acc.z ^= v.z;
+      acc.w ^= v.w;
+    }
+  }
+  if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x12345678u) atomicAdd(sink, 1ull);
+}
+
+__global__ void probe_idx(const uint4* src, unsigned row_bytes, const std::uint64_t* idx,
+                          std::uint64_t reads, unsigned long long* sink) {
+  const unsigned lane = threadIdx.x & 31;
+  const std::uint64_t warp = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32;
+  const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
+  const unsigned words = row_bytes / 16;
+  uint4 acc = make_uint4(0, 0, 0, 0);
+  for (std::uint64_t k = warp; k < reads; k += warps) {
+    const uint4* row = src + idx[k] * words;
+    for (unsigned w = lane; w < words; w += 32) {
+      const uint4 v = row[w];
+      acc.x ^= v.x;
+      acc.y ^= v.y;
+      acc.z ^= v.z;
+      acc.w ^= v.w;
+    }
+  }
+  if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x12345678u) atomicAdd(sink, 1ull);
+}
+
+// Batches of `batch` random rows of the 2 GiB region, each batch one launch
+// of resident warps, its rows in random order or sorted.
+double run_batches(const void* dev, std::uint64_t bytes, unsigned row_bytes, std::uint64_t batch,
+                   bool sorted, unsigned long long* sink) {
+  const std::uint64_t rows = bytes / row_bytes;
+  const std::uint64_t total = std::max<std::uint64_t>(batch * 4, 1u << 21);
+  std::vector<std::uint64_t> h(total);
+  std::uint64_t x = 88172645463325252ull;
+  for (auto& v : h) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    v = x % rows;
+  }
+  if (sorted)
+    for (std::uint64_t b = 0; b < total; b += batch)
+      std::sort(h.begin() + b, h.begin() + std::min(total, b + batch));
+  std::uint64_t* d = nullptr;
+  CK(cudaMalloc(&d, total * 8));
+  CK(cudaMemcpy(d, h.data(), total * 8, cudaMemcpyHostToDevice));
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  const unsigned blocks = static_cast<unsigned>(
+      std::min<std::uint64_t>(sms * 8ull, (batch + 7) / 8));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  float best = 1e30f;
+  for (int t = 0; t < 3; ++t) {
+    CK(cudaEventRecord(a));
+    for (std::uint64_t o = 0; o < total; o += batch)
+      probe_idx<<<blocks, 256>>>(static_cast<const uint4*>(dev), row_bytes, d + o,
+                                 std::min(batch, total - o), sink);
+    CK(cudaGetLastError());
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    if (ms < best) best = ms;
+  }
+  CK(cudaFree(d));
+  return total / (best * 1e-3);
+}
+
+double run(const void* dev, std::uint64_t bytes, unsigned row_bytes, unsigned long long* sink) {
+  const std::uint64_t rows = bytes / row_bytes;
+  const std::uint64_t reads = row_bytes >= 4096 ? (1u << 20) : (4u << 20);
+  int sms = 0;
+  CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  probe<<<sms * 8, 256>>>(static_cast<const uint4*>(dev), rows, row_bytes, reads / 4, 7, sink);
+  CK(cudaGetLastError());
+  CK(cudaDeviceSynchronize());
+  float best = 1e30f;
+  for (int t = 0; t < 3; ++t) {
+    CK(cudaEventRecord(a));
+    probe<<<sms * 8, 256>>>(static_cast<const uint4*>(dev), rows, row_bytes, reads, 100 + t, sink);
+    CK(cudaGetLastError());
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    if (ms < best) best = ms;
+  }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return reads / (best * 1e-3);
+}
+
+int main(int argc, char** argv) {
+  const std::string file = argc > 1 ? argv[1] : "/tmp/host_read_probe.dat";
+  const std::uint64_t big = 2ull << 30, small = 64ull << 20;
+  unsigned long long* sink = nullptr;
+  CK(cudaMalloc(&sink, sizeof *sink));
+  struct held {
+    const char* name;
+    void* p;
+  };
+  std::vector<held> kinds;
+  void* ha = nullptr;
+  CK(cudaHostAlloc(&ha, big, cudaHostAllocMapped | cudaHostAllocPortable));
+  std::memset(ha, 1, big);
+  kinds.push_back({"hostalloc", ha});
+  void* a4 = std::aligned_alloc(4096, big);
+  madvise(a4, big, MADV_NOHUGEPAGE);
+  std::memset(a4, 2, big);
+  CK(cudaHostRegister(a4, big, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  kinds.push_back({"anon4k", a4});
+  void* a2 = std::aligned_alloc(2u << 20, big);
+  const int thp = madvise(a2, big, MADV_HUGEPAGE);
+  std::memset(a2, 3, big);
+  CK(cudaHostRegister(a2, big, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  kinds.push_back({"anon2m", a2});
+  {
+    const int fd = ::open(file.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0 || ftruncate(fd, static_cast<off_t>(big)) != 0) return 1;
+    std::vector<char> buf(1 << 24, 4);
+    for (std::uint64_t o = 0; o < big; o += buf.size())
+      if (pwrite(fd, buf.data(), buf.size(), static_cast<off_t>(o)) != (ssize_t)buf.size()) return 1;
+    void* m = mmap(nullptr, big, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
+    if (m == MAP_FAILED) return 1;
+    CK(cudaHostRegister(m, big, cudaHostRegisterMapped | cudaHostRegisterPortable |
+                                    cudaHostRegisterReadOnly));
+    kinds.push_back({"pagecache", m});
+    close(fd);
+  }
+  std::printf("THP madvise rc %d; AnonHugePages after touch:\n", thp);
+  std::fflush(stdout);
+  if (std::system("grep -E 'AnonHugePages|Hugepagesize' /proc/meminfo") != 0) return 1;
+  std::printf("%-10s %-6s %6s %12s %9s\n", "memory", "region", "row", "Mrows/s", "GB/s");
+  for (const held& h : kinds)
+    for (std::uint64_t region : {small, big})
+      for (unsigned row : {128u, 512u, 4096u}) {
+        void* dev = nullptr;
+        CK(cudaHostGetDevicePointer(&dev, h.p, 0));
+        const double r = run(dev, region, row, sink);
+        std::printf("%-10s %-6s %6u %12.1f %9.1f\n", h.name, region == big ? "2GiB" : "64MiB",
+                    row, r / 1e6, r * row / 1e9);
+        std::fflush(stdout);
+      }
+  std::printf("region sizes (hostalloc, random rows):\n");
+  for (std::uint64_t region : {128ull << 20, 256ull << 20, 512ull << 20, 1ull << 30})
+    for (unsigned row : {128u, 512u}) {
+      void* dev = nullptr;
+      CK(cudaHostGetDevicePointer(&dev, kinds[0].p, 0));
+      const double r = run(dev, region, row, sink);
+      std::printf("hostalloc %5llu MiB %4u %10.1f Mrows/s %6.1f GB/s\n",
+                  (unsigned long long)(region >> 20), row, r / 1e6, r * row / 1e9);
+    }
+  std::printf("batches of random rows over 2 GiB, unsorted vs sorted (hostalloc, pagecache):\n");
+  for (int kk : {0, 3})
+    for (unsigned row : {128u, 512u})
+      for (std::uint64_t batch : {1024ull, 8192ull, 65536ull, 524288ull})
+        for (bool sorted : {false, true}) {
+          void* dev = nullptr;
+          CK(cudaHostGetDevicePointer(&dev, kinds[kk].p, 0));
+          const double r = run_batches(dev, big, row, batch, sorted, sink);
+          std::printf("%-10s %4u batch %7llu %-8s %10.1f Mrows/s %6.1f GB/s\n", kinds[kk].name,
+                      row, (unsigned long long)batch, sorted ? "sorted" : "random", r / 1e6,
+                      r * row / 1e9);
+          std::fflush(stdout);
+        }
+  std::remove(file.c_str());
+  return 0;
+}
