@@ -232,6 +232,11 @@ const setting table[] = {
             "positions reads its rows in file order (indices radix-sorted first) while the "
             "array's large gathers miss; 0: never",
      WARPSTORE_NUMERIC(gather_sort_rows)},
+    {.name = "gather_sort_bytes", .variable = "WARPSTORE_GATHER_SORT_BYTES",
+     .flag = "gather-sort-bytes", .type = type::size, .group = group::tuning,
+     .doc = "sorted gathers (`gather_sort_rows`) only for arrays larger than this: "
+            "within about 512 MiB a GPU reads random rows of host memory as fast as sorted ones",
+     WARPSTORE_NUMERIC(gather_sort_bytes)},
     {.name = "fetch_priority", .variable = "WARPSTORE_FETCH_PRIORITY", .flag = "fetch-priority",
      .type = type::flag, .group = group::tuning, .max = 1,
      .doc = "1: the PyG feature store's fetch-ahead gathers run on a highest-priority CUDA stream; "

@@ -76,9 +76,13 @@ struct options {
   // rows in file order (a radix sort of the indices first) while the
   // array's large gathers miss: a GPU reads random rows of host memory at
   // about 60 M a second whatever their size, because its translations of
-  // host pages miss beyond about 512 MiB, and 2 to 7 times as fast in file
-  // order (bench/host_read_probe.cu). 0: never.
+  // host pages miss beyond about 512 MiB, and 1.6 to 6.6 times as fast in
+  // file order (bench/host_read_probe.cu). 0: never. Only for arrays larger
+  // than gather_sort_bytes (WARPSTORE_GATHER_SORT_BYTES): within 512 MiB
+  // random rows read as fast as sorted ones, and at 1 GiB only rows under
+  // 512 bytes gain.
   std::uint64_t gather_sort_rows = 16384;
+  std::uint64_t gather_sort_bytes = std::uint64_t{1} << 30;
   // Fetch priority (WARPSTORE_FETCH_PRIORITY = 0 | 1): the PyG feature
   // store's fetch-ahead gathers run on a stream of the highest priority, so
   // the block scheduler hands their blocks the next free multiprocessors

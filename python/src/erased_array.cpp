@@ -45,8 +45,9 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
                                         opts);
     return std::make_unique<array<W>>(path, words, opts, byte_offset);
   });
-  host_reads_ =
-      runtime::gpu_build() && std::string_view(base_->shared_controller()->name()) == "memory";
+  host_reads_ = runtime::gpu_build() &&
+                std::string_view(base_->shared_controller()->name()) == "memory" &&
+                rows * row_bytes > given.gather_sort_bytes;
 }
 
 bool erased_array::sorts(std::uint64_t n) const {

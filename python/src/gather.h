@@ -94,8 +94,9 @@ class erased_array {
   std::uint32_t gather_sm_share() const { return gather_sm_share_; }
   // Whether a gather of n positions should read its rows in file order
   // (options::gather_sort_rows): n is that large, the GPU reads the rows
-  // from host memory (the memory controller), and the array's last large
-  // gather missed on at least one lookup in sort_miss_share (or none ran).
+  // from host memory (the memory controller), the array holds more than
+  // options::gather_sort_bytes, and the array's last large gather missed
+  // on at least one lookup in sort_miss_share (or none ran).
   bool sorts(std::uint64_t n) const;
   // Whether a gather of n positions reports the cache's totals (its record's
   // cache_lookups, cache_misses) for the next one's sorts().

@@ -209,9 +209,9 @@ __global__ void __launch_bounds__(wide_threads, 1)
 // memory at about 60 M a second whatever their size: its translations of
 // host pages miss once the rows spread over more than about 512 MiB. The
 // same rows in file order, a batch's reads in flight at once falling on a
-// few pages, read 2 to 7 times as fast (H200, bench/host_read_probe.cu:
-// 64 K random 128 B rows of 2 GiB 61 M/s, sorted 168 M/s; 512 B rows 61 M/s
-// and 100 M/s, the link's 51 GB/s). So a large gather that misses sorts
+// few pages, read 1.6 to 2.8 times as fast in batches of 64 K (H200,
+// bench/host_read_probe.cu: 64 K random 128 B rows of 2 GiB 61 M/s, sorted
+// 168 M/s; 512 B rows 61 M/s and 100 M/s, the link's 51 GB/s). So a large gather that misses sorts
 // its (row, position) pairs first (a radix sort over the bits of the row
 // count) and walks them in row order, each row going to its position.
 

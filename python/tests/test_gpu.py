@@ -114,6 +114,7 @@ def test_large_gathers_that_miss_read_in_file_order(tmp_path, monkeypatch, dtype
     import torch
 
     monkeypatch.setenv("WARPSTORE_GATHER_SORT_ROWS", "4096")
+    monkeypatch.setenv("WARPSTORE_GATHER_SORT_BYTES", "1MiB")
     rng = np.random.default_rng(row)
     data = (rng.standard_normal((n, row)) * 100).astype(dtype)
     path = write(tmp_path / f"sorted-{dtype}-{row}.bin", data)
@@ -145,11 +146,13 @@ def test_large_gathers_that_miss_read_in_file_order(tmp_path, monkeypatch, dtype
         np.testing.assert_array_equal(a[small].cpu().numpy(), want_rows[small.cpu().numpy()])
         assert a.stats()["sorted_gathers"] == before  # under gather_sort_rows
         assert a.stats()["errors"] == 0
-    monkeypatch.setenv("WARPSTORE_GATHER_SORT_ROWS", "0")
-    with warpstore.open(path, dtype, flat_shape, cache="1MiB", controller="memory") as a:
-        t = torch.from_numpy(idx).cuda()
-        np.testing.assert_array_equal(a[t].cpu().numpy(), want_rows[idx])
-        assert a.stats()["sorted_gathers"] == 0
+    for var, value in (("WARPSTORE_GATHER_SORT_ROWS", "0"),  # off
+                       ("WARPSTORE_GATHER_SORT_BYTES", str(data.nbytes))):  # too small
+        monkeypatch.setenv(var, value)
+        with warpstore.open(path, dtype, flat_shape, cache="1MiB", controller="memory") as a:
+            t = torch.from_numpy(idx).cuda()
+            np.testing.assert_array_equal(a[t].cpu().numpy(), want_rows[idx])
+            assert a.stats()["sorted_gathers"] == 0
 
 
 def test_the_default_reads_a_cached_file_through_its_pinned_pages(big):
