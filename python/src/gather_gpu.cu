@@ -253,14 +253,21 @@ template <class W, class K>
 __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
     sorted_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const K* keys,
                        const std::uint32_t* pos, W* out, std::uint64_t n, call_record* rec,
-                       call_record* host, cache_sample sample) {
+                       call_record* host, cache_sample sample, std::uint32_t run) {
   const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
-  // k is the same for every lane of a warp: each warp walks its rows whole.
-  for (std::uint64_t k = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; k < n;
-       k += warps) {
-    if (cancelled_for(detail::warp::active_mask(), &rec->cancel)) break;
-    const std::uint64_t r = keys[k];
-    if (r < rows) a.read_span(r * row_words, row_words, out + std::uint64_t{pos[k]} * row_words);
+  // Each warp takes `run` neighbours of the sorted order (rows that share a
+  // line fill it once, not once a warp that waits on the other's fill), the
+  // warps together a window of neighbours: what is in flight at once stays
+  // within a few pages of host memory. k is the same for every lane.
+  const std::uint64_t runs = (n + run - 1) / run;
+  for (std::uint64_t c = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; c < runs;
+       c += warps) {
+    const std::uint64_t end = std::min(n, (c + 1) * run);
+    for (std::uint64_t k = c * run; k < end; ++k) {
+      if (cancelled_for(detail::warp::active_mask(), &rec->cancel)) break;
+      const std::uint64_t r = keys[k];
+      if (r < rows) a.read_span(r * row_words, row_words, out + std::uint64_t{pos[k]} * row_words);
+    }
   }
   hand_over_record(rec, host, sample);
 }
@@ -317,12 +324,17 @@ void launch_sorted(const erased_array& ea, const array_ref<W>& a, const I* idx, 
                              block_threads, 0, s>>>(a, keys.Current(), pos.Current(), out, n,
                                                     slot.device, slot.host, sample);
   } else {
+    // Rows a line holds, at most 8 (a window of 8 x 2 K warps stays a
+    // small part of a batch spread over the file).
+    const std::uint64_t row_bytes = ea.row_bytes();
+    const auto run =
+        static_cast<std::uint32_t>(std::clamp<std::uint64_t>(a.cache.line_size / row_bytes, 1, 8));
     prefer_shared_memory(sorted_rows_kernel<W, K>);
-    sorted_rows_kernel<<<static_cast<unsigned>(
-                             grid_for(n, block_threads / 32, resident_blocks_per_sm * sms)),
+    sorted_rows_kernel<<<static_cast<unsigned>(grid_for((n + run - 1) / run, block_threads / 32,
+                                                        resident_blocks_per_sm * sms)),
                          block_threads, 0, s>>>(a, ea.rows(), row_words, keys.Current(),
                                                 pos.Current(), out, n, slot.device, slot.host,
-                                                sample);
+                                                sample, run);
   }
   WARPSTORE_CHECK_LAUNCH();
 }
