@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <bit>
 #include <chrono>
-#include <cub/device/device_radix_sort.cuh>
 #include <thread>
 
 #include "gather.cuh"
 #include "gather.h"
+#include "gather_sort.h"
 #include "warpstore/cuda_check.h"
 
 namespace warpstore::python {
@@ -218,9 +218,9 @@ __global__ void __launch_bounds__(wide_threads, 1)
 // Keys: the row (or element) of each position, or `end` where the index is
 // out of range (noted; such keys sort last and are skipped). Values: the
 // positions.
-template <class I, class K>
-__global__ void sort_keys_kernel(const I* idx, std::uint64_t n, std::uint64_t end, K* keys,
-                                 std::uint32_t* pos, call_record* rec) {
+template <class I>
+__global__ void sort_keys_kernel(const I* idx, std::uint64_t n, std::uint64_t end,
+                                 std::uint64_t* keys, std::uint32_t* pos, call_record* rec) {
   const std::uint64_t threads = gridDim.x * std::uint64_t{blockDim.x};
   for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < n;
        k += threads) {
@@ -229,15 +229,15 @@ __global__ void sort_keys_kernel(const I* idx, std::uint64_t n, std::uint64_t en
       i = end;
       note_bad_position(&rec->first_bad, k);
     }
-    keys[k] = static_cast<K>(i);
+    keys[k] = i;
     pos[k] = static_cast<std::uint32_t>(k);
   }
 }
 
-template <class W, class K>
+template <class W>
 __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
-    sorted_elements_kernel(array_ref<W> a, const K* keys, const std::uint32_t* pos, W* out,
-                           std::uint64_t n, call_record* rec, call_record* host,
+    sorted_elements_kernel(array_ref<W> a, const std::uint64_t* keys, const std::uint32_t* pos,
+                           W* out, std::uint64_t n, call_record* rec, call_record* host,
                            cache_sample sample) {
   const std::uint64_t threads = gridDim.x * std::uint64_t{blockDim.x};
   for (std::uint64_t k = blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x; k < n;
@@ -249,11 +249,12 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
   hand_over_record(rec, host, sample);
 }
 
-template <class W, class K>
+template <class W>
 __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
-    sorted_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const K* keys,
-                       const std::uint32_t* pos, W* out, std::uint64_t n, call_record* rec,
-                       call_record* host, cache_sample sample, std::uint32_t run) {
+    sorted_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words,
+                       const std::uint64_t* keys, const std::uint32_t* pos, W* out, std::uint64_t n,
+                       call_record* rec, call_record* host, cache_sample sample,
+                       std::uint32_t run) {
   const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
   // Each warp takes `run` neighbours of the sorted order (rows that share a
   // line fill it once, not once a warp that waits on the other's fill), the
@@ -291,50 +292,47 @@ void* sort_space(call_slot& slot, std::size_t bytes) {
   return slot.sort_space;
 }
 
-template <class W, class I, class K>
+template <class W, class I>
 void launch_sorted(const erased_array& ea, const array_ref<W>& a, const I* idx, std::uint64_t n,
                    W* out, cudaStream_t s, call_slot& slot, cache_sample sample) {
   const std::uint64_t end = ea.rows();  // past every row (elements of a 1-D array)
   const int end_bit = static_cast<int>(std::bit_width(end));
-  const auto items = static_cast<int>(n);
-  const std::size_t key_bytes = aligned(n * sizeof(K)), pos_bytes = aligned(n * 4);
-  cub::DoubleBuffer<K> keys;
-  cub::DoubleBuffer<std::uint32_t> pos;
-  std::size_t temp_bytes = 0;
-  WARPSTORE_CUDA_TRY(
-      cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, keys, pos, items, 0, end_bit, s));
+  const std::size_t key_bytes = aligned(n * 8), pos_bytes = aligned(n * 4);
+  const std::size_t temp_bytes = radix_sort_scratch(n, end_bit);
   auto* base = static_cast<std::byte*>(
       sort_space(slot, 2 * key_bytes + 2 * pos_bytes + aligned(temp_bytes)));
-  keys = cub::DoubleBuffer<K>(reinterpret_cast<K*>(base), reinterpret_cast<K*>(base + key_bytes));
+  sort_buffers b;
+  b.keys[0] = reinterpret_cast<std::uint64_t*>(base);
+  b.keys[1] = reinterpret_cast<std::uint64_t*>(base + key_bytes);
   base += 2 * key_bytes;
-  pos = cub::DoubleBuffer<std::uint32_t>(reinterpret_cast<std::uint32_t*>(base),
-                                         reinterpret_cast<std::uint32_t*>(base + pos_bytes));
+  b.pos[0] = reinterpret_cast<std::uint32_t*>(base);
+  b.pos[1] = reinterpret_cast<std::uint32_t*>(base + pos_bytes);
   void* temp = base + 2 * pos_bytes;
   const auto sms = static_cast<std::uint64_t>(multiprocessors());
   sort_keys_kernel<<<static_cast<unsigned>(grid_for(n, block_threads, 4 * sms)), block_threads, 0,
-                     s>>>(idx, n, end, keys.Current(), pos.Current(), slot.device);
+                     s>>>(idx, n, end, b.keys[0], b.pos[0], slot.device);
   WARPSTORE_CHECK_LAUNCH();
-  WARPSTORE_CUDA_TRY(
-      cub::DeviceRadixSort::SortPairs(temp, temp_bytes, keys, pos, items, 0, end_bit, s));
+  radix_sort_pairs(temp, temp_bytes, b, n, end_bit, s);
+  const std::uint64_t* keys = b.keys[b.key_current];
+  const std::uint32_t* pos = b.pos[b.pos_current];
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
   if (row_words == 1) {
-    prefer_shared_memory(sorted_elements_kernel<W, K>);
+    prefer_shared_memory(sorted_elements_kernel<W>);
     sorted_elements_kernel<<<static_cast<unsigned>(
                                  grid_for(n, block_threads, resident_blocks_per_sm * sms)),
-                             block_threads, 0, s>>>(a, keys.Current(), pos.Current(), out, n,
-                                                    slot.device, slot.host, sample);
+                             block_threads, 0, s>>>(a, keys, pos, out, n, slot.device, slot.host,
+                                                    sample);
   } else {
     // Rows a line holds, at most 8 (a window of 8 x 2 K warps stays a
     // small part of a batch spread over the file).
     const std::uint64_t row_bytes = ea.row_bytes();
     const auto run =
         static_cast<std::uint32_t>(std::clamp<std::uint64_t>(a.cache.line_size / row_bytes, 1, 8));
-    prefer_shared_memory(sorted_rows_kernel<W, K>);
+    prefer_shared_memory(sorted_rows_kernel<W>);
     sorted_rows_kernel<<<static_cast<unsigned>(grid_for((n + run - 1) / run, block_threads / 32,
                                                         resident_blocks_per_sm * sms)),
-                         block_threads, 0, s>>>(a, ea.rows(), row_words, keys.Current(),
-                                                pos.Current(), out, n, slot.device, slot.host,
-                                                sample, run);
+                         block_threads, 0, s>>>(a, ea.rows(), row_words, keys, pos, out, n,
+                                                slot.device, slot.host, sample, run);
   }
   WARPSTORE_CHECK_LAUNCH();
 }
@@ -352,10 +350,7 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   if (ea.samples_cache(n)) sample = {a.cache.counters, a.cache.counter_shards};
   if (ea.sorts(n)) {
     ea.count_sorted();
-    if (ea.rows() < 0xffffffffu)
-      launch_sorted<W, I, std::uint32_t>(ea, a, idx, n, out, s, slot, sample);
-    else
-      launch_sorted<W, I, std::uint64_t>(ea, a, idx, n, out, s, slot, sample);
+    launch_sorted<W, I>(ea, a, idx, n, out, s, slot, sample);
     return;
   }
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
