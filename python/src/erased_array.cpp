@@ -51,7 +51,7 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
 }
 
 bool erased_array::sorts(std::uint64_t n) const {
-  return samples_cache(n) && gather_sm_share_ == 0 && n <= 0x7fffffffu &&
+  return samples_cache(n) && gather_sm_share_ == 0 && n <= sort_max_rows &&
          sort_next_.load(std::memory_order_relaxed);
 }
 

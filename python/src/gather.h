@@ -95,8 +95,9 @@ class erased_array {
   // Whether a gather of n positions should read its rows in file order
   // (options::gather_sort_rows): n is that large, the GPU reads the rows
   // from host memory (the memory controller), the array holds more than
-  // options::gather_sort_bytes, and the array's last large gather missed
-  // on at least one lookup in sort_miss_share (or none ran).
+  // options::gather_sort_bytes, n is at most sort_max_rows, and the
+  // array's last large gather missed on at least one lookup in
+  // sort_miss_share (or none ran).
   bool sorts(std::uint64_t n) const;
   // Whether a gather of n positions reports the cache's totals (its record's
   // cache_lookups, cache_misses) for the next one's sorts().
@@ -104,6 +105,10 @@ class erased_array {
     return sort_rows_ != 0 && host_reads_ && n >= sort_rows_;
   }
   static constexpr std::uint64_t sort_miss_share = 16;
+  // The largest gather that sorts: its keys, positions and the sort's
+  // scratch (about 24 bytes a position, about 100 MiB at this size) stay
+  // with the call's slot while the array is open.
+  static constexpr std::uint64_t sort_max_rows = std::uint64_t{1} << 22;
   // Gathers that went in row order (Array.stats()["sorted_gathers"]).
   std::uint64_t sorted_gathers() const { return sorted_gathers_.load(std::memory_order_relaxed); }
   void count_sorted() const { sorted_gathers_.fetch_add(1, std::memory_order_relaxed); }
