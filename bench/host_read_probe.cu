@@ -7,7 +7,8 @@
 //   anon2m     2 MiB transparent huge pages (madvise), cudaHostRegister
 //   pagecache  a file's page-cache pages mapped and registered read-only
 //              (the memory controller's default for a read-only file)
-// Prints rows/s and GB/s per case. Build: nvcc -O3 -std=c++17 -arch=sm_90.
+// Prints rows/s and GB/s per case. Build: the CMake target host-read-probe,
+// or nvcc -O3 -std=c++20 -arch=sm_90 -Iinclude bench/host_read_probe.cu.
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -21,35 +22,29 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                       \
-  do {                                                                              \
-    cudaError_t e_ = (x);                                                           \
-    if (e_ != cudaSuccess) {                                                        \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x,                \
-                   cudaGetErrorString(e_));                                         \
-      std::exit(1);                                                                 \
-    }                                                                               \
+#include "warpstore/detail/hash.cuh"
+
+#define CK(x)                                                                                 \
+  do {                                                                                        \
+    cudaError_t e_ = (x);                                                                     \
+    if (e_ != cudaSuccess) {                                                                  \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                           \
+    }                                                                                         \
   } while (0)
 
-__device__ __forceinline__ std::uint64_t mix(std::uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
-
-__global__ void probe(const uint4* src, std::uint64_t rows, unsigned row_bytes,
-                      std::uint64_t reads, std::uint64_t seed, unsigned long long* sink) {
+// Reads `reads` rows, one warp a row, row k being pick(k); XORs them into a
+// sink so the reads stay.
+template <class Pick>
+__global__ void probe(const uint4* src, unsigned row_bytes, std::uint64_t reads, Pick pick,
+                      unsigned long long* sink) {
   const unsigned lane = threadIdx.x & 31;
   const std::uint64_t warp = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32;
   const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
   const unsigned words = row_bytes / 16;
   uint4 acc = make_uint4(0, 0, 0, 0);
   for (std::uint64_t k = warp; k < reads; k += warps) {
-    const std::uint64_t r = mix(k + seed) % rows;
-    const uint4* row = src + r * words;
+    const uint4* row = src + pick(k) * words;
     for (unsigned w = lane; w < words; w += 32) {
       const uint4 v = row[w];
       acc.x ^= v.x;
@@ -61,24 +56,39 @@ __global__ void probe(const uint4* src, std::uint64_t rows, unsigned row_bytes,
   if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x12345678u) atomicAdd(sink, 1ull);
 }
 
-__global__ void probe_idx(const uint4* src, unsigned row_bytes, const std::uint64_t* idx,
-                          std::uint64_t reads, unsigned long long* sink) {
-  const unsigned lane = threadIdx.x & 31;
-  const std::uint64_t warp = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32;
-  const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
-  const unsigned words = row_bytes / 16;
-  uint4 acc = make_uint4(0, 0, 0, 0);
-  for (std::uint64_t k = warp; k < reads; k += warps) {
-    const uint4* row = src + idx[k] * words;
-    for (unsigned w = lane; w < words; w += 32) {
-      const uint4 v = row[w];
-      acc.x ^= v.x;
-      acc.y ^= v.y;
-      acc.z ^= v.z;
-      acc.w ^= v.w;
-    }
+// Rows by hash: random over the region.
+struct hashed {
+  std::uint64_t rows, seed;
+  __device__ std::uint64_t operator()(std::uint64_t k) const {
+    return warpstore::detail::murmur3_fmix64(k + seed) % rows;
   }
-  if ((acc.x ^ acc.y ^ acc.z ^ acc.w) == 0x12345678u) atomicAdd(sink, 1ull);
+};
+// Rows from a list in device memory.
+struct listed {
+  const std::uint64_t* idx;
+  __device__ std::uint64_t operator()(std::uint64_t k) const { return idx[k]; }
+};
+
+// The best of three timings of launch(t), t = 0, 1, 2, in milliseconds.
+template <class Launch>
+float best_ms(Launch launch) {
+  cudaEvent_t a, b;
+  CK(cudaEventCreate(&a));
+  CK(cudaEventCreate(&b));
+  float best = 1e30f;
+  for (int t = 0; t < 3; ++t) {
+    CK(cudaEventRecord(a));
+    launch(t);
+    CK(cudaGetLastError());
+    CK(cudaEventRecord(b));
+    CK(cudaEventSynchronize(b));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a, b));
+    if (ms < best) best = ms;
+  }
+  CK(cudaEventDestroy(a));
+  CK(cudaEventDestroy(b));
+  return best;
 }
 
 // Batches of `batch` random rows of the 2 GiB region, each batch one launch
@@ -90,7 +100,9 @@ double run_batches(const void* dev, std::uint64_t bytes, unsigned row_bytes, std
   std::vector<std::uint64_t> h(total);
   std::uint64_t x = 88172645463325252ull;
   for (auto& v : h) {
-    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
     v = x % rows;
   }
   if (sorted)
@@ -101,24 +113,13 @@ double run_batches(const void* dev, std::uint64_t bytes, unsigned row_bytes, std
   CK(cudaMemcpy(d, h.data(), total * 8, cudaMemcpyHostToDevice));
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  const unsigned blocks = static_cast<unsigned>(
-      std::min<std::uint64_t>(sms * 8ull, (batch + 7) / 8));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  float best = 1e30f;
-  for (int t = 0; t < 3; ++t) {
-    CK(cudaEventRecord(a));
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<std::uint64_t>(sms * 8ull, (batch + 7) / 8));
+  const float best = best_ms([&](int) {
     for (std::uint64_t o = 0; o < total; o += batch)
-      probe_idx<<<blocks, 256>>>(static_cast<const uint4*>(dev), row_bytes, d + o,
-                                 std::min(batch, total - o), sink);
-    CK(cudaGetLastError());
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (ms < best) best = ms;
-  }
+      probe<<<blocks, 256>>>(static_cast<const uint4*>(dev), row_bytes, std::min(batch, total - o),
+                             listed{d + o}, sink);
+  });
   CK(cudaFree(d));
   return total / (best * 1e-3);
 }
@@ -128,25 +129,14 @@ double run(const void* dev, std::uint64_t bytes, unsigned row_bytes, unsigned lo
   const std::uint64_t reads = row_bytes >= 4096 ? (1u << 20) : (4u << 20);
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
-  cudaEvent_t a, b;
-  CK(cudaEventCreate(&a));
-  CK(cudaEventCreate(&b));
-  probe<<<sms * 8, 256>>>(static_cast<const uint4*>(dev), rows, row_bytes, reads / 4, 7, sink);
+  probe<<<sms * 8, 256>>>(static_cast<const uint4*>(dev), row_bytes, reads / 4, hashed{rows, 7},
+                          sink);
   CK(cudaGetLastError());
   CK(cudaDeviceSynchronize());
-  float best = 1e30f;
-  for (int t = 0; t < 3; ++t) {
-    CK(cudaEventRecord(a));
-    probe<<<sms * 8, 256>>>(static_cast<const uint4*>(dev), rows, row_bytes, reads, 100 + t, sink);
-    CK(cudaGetLastError());
-    CK(cudaEventRecord(b));
-    CK(cudaEventSynchronize(b));
-    float ms = 0;
-    CK(cudaEventElapsedTime(&ms, a, b));
-    if (ms < best) best = ms;
-  }
-  CK(cudaEventDestroy(a));
-  CK(cudaEventDestroy(b));
+  const float best = best_ms([&](int t) {
+    probe<<<sms * 8, 256>>>(static_cast<const uint4*>(dev), row_bytes, reads,
+                            hashed{rows, 100u + static_cast<unsigned>(t)}, sink);
+  });
   return reads / (best * 1e-3);
 }
 
@@ -179,11 +169,12 @@ int main(int argc, char** argv) {
     if (fd < 0 || ftruncate(fd, static_cast<off_t>(big)) != 0) return 1;
     std::vector<char> buf(1 << 24, 4);
     for (std::uint64_t o = 0; o < big; o += buf.size())
-      if (pwrite(fd, buf.data(), buf.size(), static_cast<off_t>(o)) != (ssize_t)buf.size()) return 1;
+      if (pwrite(fd, buf.data(), buf.size(), static_cast<off_t>(o)) != (ssize_t)buf.size())
+        return 1;
     void* m = mmap(nullptr, big, PROT_READ, MAP_SHARED | MAP_POPULATE, fd, 0);
     if (m == MAP_FAILED) return 1;
-    CK(cudaHostRegister(m, big, cudaHostRegisterMapped | cudaHostRegisterPortable |
-                                    cudaHostRegisterReadOnly));
+    CK(cudaHostRegister(
+        m, big, cudaHostRegisterMapped | cudaHostRegisterPortable | cudaHostRegisterReadOnly));
     kinds.push_back({"pagecache", m});
     close(fd);
   }
@@ -197,8 +188,8 @@ int main(int argc, char** argv) {
         void* dev = nullptr;
         CK(cudaHostGetDevicePointer(&dev, h.p, 0));
         const double r = run(dev, region, row, sink);
-        std::printf("%-10s %-6s %6u %12.1f %9.1f\n", h.name, region == big ? "2GiB" : "64MiB",
-                    row, r / 1e6, r * row / 1e9);
+        std::printf("%-10s %-6s %6u %12.1f %9.1f\n", h.name, region == big ? "2GiB" : "64MiB", row,
+                    r / 1e6, r * row / 1e9);
         std::fflush(stdout);
       }
   std::printf("region sizes (hostalloc, random rows):\n");
@@ -218,8 +209,8 @@ int main(int argc, char** argv) {
           void* dev = nullptr;
           CK(cudaHostGetDevicePointer(&dev, kinds[kk].p, 0));
           const double r = run_batches(dev, big, row, batch, sorted, sink);
-          std::printf("%-10s %4u batch %7llu %-8s %10.1f Mrows/s %6.1f GB/s\n", kinds[kk].name,
-                      row, (unsigned long long)batch, sorted ? "sorted" : "random", r / 1e6,
+          std::printf("%-10s %4u batch %7llu %-8s %10.1f Mrows/s %6.1f GB/s\n", kinds[kk].name, row,
+                      (unsigned long long)batch, sorted ? "sorted" : "random", r / 1e6,
                       r * row / 1e9);
           std::fflush(stdout);
         }
