@@ -531,6 +531,7 @@ class Matrix:
     def run_warpstore(self, arr, mode, warm, timed, R, rounds=False):
         _, w0, c0 = self.timed(lambda b: arr.gather(b.dev), warm, R)
         arr.reset_stats()
+        sorted0 = arr.stats().get("sorted_gathers", 0)
         if mode == "sync":
             sec, w1, c1 = self.timed(lambda b: arr.gather(b.dev), timed, R, rounds=rounds)
         else:
@@ -538,8 +539,12 @@ class Matrix:
                                      rounds=rounds)
         st = arr.stats()
         rows = sum(b.n for b in timed)
+        # The share of the timed gathers that sorted their indices first
+        # (large gathers over the memory controller while they miss).
+        sorted_share = ((st.get("sorted_gathers", 0) - sorted0)
+                        / max(1, len(timed) * len(self.last_rounds)))
         return dict(rows_s=rows / sec, wrong=w0 + w1, checked=c0 + c1, seconds=sec, rows=rows,
-                    round_seconds=self.rounds_note(),
+                    round_seconds=self.rounds_note(), sorted_share=round(sorted_share, 3),
                     hit_rate=round(st["hit_rate"], 4), direct=st["direct"],
                     resident_share=st["resident_share"], cache_bytes=st["cache_bytes"],
                     line_size=st["line_size"])
@@ -664,6 +669,7 @@ class Matrix:
                                         ws_ratio_actual=round(w["ratio"], 4), ws_bytes=w["ws_bytes"],
                                         pool_batches=w["pool"], cache_bytes=fig["cache_bytes"],
                                         line_size=fig["line_size"], hit_rate=fig["hit_rate"],
+                                        sorted_share=fig.get("sorted_share"),
                                         direct=fig["direct"], resident_share=fig["resident_share"],
                                         batch_lines=g["batch_lines"],
                                         best_cpu_method=best_name))
@@ -780,6 +786,7 @@ class Matrix:
                                target=1.2,
                                hit_rate=fig["hit_rate"], cache_bytes=fig["cache_bytes"],
                                line_size=fig["line_size"], direct=fig["direct"],
+                               sorted_share=fig["sorted_share"],
                                defaults="every setting at its default" if not kw else
                                "every setting at its default but the cache (scaled by --scale)",
                                methods={m: f.get("rows_s") for m, f in figures.items()})))
