@@ -166,6 +166,8 @@ class erased_array {
   // whether it missed enough for the next large one to sort.
   void note_cache_totals(const call_record& rec) const;
   std::uint64_t sort_rows_ = 0;
+  // GPU target, memory controller, more than gather_sort_bytes: the GPU
+  // reads the rows from host memory, where order matters.
   bool host_reads_ = false;
   mutable std::mutex totals_mutex_;
   mutable std::uint64_t seen_lookups_ = 0, seen_misses_ = 0;
