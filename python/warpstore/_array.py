@@ -241,8 +241,8 @@ class Array:
 
         On the GPU over the memory controller, a gather of 16 K positions or
         more from an array over 1 GiB reads its rows in file order while the
-        array's large gathers miss (settings ``gather_sort_rows`` and
-        ``gather_sort_bytes``; ``stats()["sorted_gathers"]`` counts them):
+        array's large gathers miss (``WARPSTORE_GATHER_SORT_ROWS`` and
+        ``WARPSTORE_GATHER_SORT_BYTES``; ``stats()["sorted_gathers"]`` counts them):
         random rows of host memory spread that wide read 1.6 to 2.8 times
         slower as they come.
         """
