@@ -46,7 +46,7 @@ struct options {
   // WARPSTORE_DIRECT = off | auto | on, WARPSTORE_DELIVERY = pull | copy,
   // WARPSTORE_URING_DEPTH).
   std::uint32_t service_threads = default_service_threads();
-  std::uint32_t queue_pairs = 0;    // 0: one per multiprocessor (capped at 128)
+  std::uint32_t queue_pairs = 0;  // 0: one per multiprocessor (capped at 128)
   std::uint32_t queue_depth = 256;  // power of two, 2 to 4096
   direct_io direct = direct_io::automatic;
   delivery deliver = delivery::gpu_pull;

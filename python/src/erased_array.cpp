@@ -11,9 +11,7 @@ namespace warpstore::python {
 
 namespace {
 // Ends the controller activity a gather began, once its reads are over.
-void end_activity(void* c) {
-  static_cast<controller*>(c)->end_activity();
-}
+void end_activity(void* c) { static_cast<controller*>(c)->end_activity(); }
 }  // namespace
 
 erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
@@ -45,14 +43,13 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
                                         opts);
     return std::make_unique<array<W>>(path, words, opts, byte_offset);
   });
-  host_reads_ = runtime::gpu_build() &&
-                std::string_view(base_->shared_controller()->name()) == "memory" &&
-                rows * row_bytes > given.gather_sort_bytes;
+  sortable_ = sort_rows_ != 0 && gather_sm_share_ == 0 && runtime::gpu_build() &&
+              std::string_view(base_->shared_controller()->name()) == "memory" &&
+              rows * row_bytes > given.gather_sort_bytes;
 }
 
 bool erased_array::sorts(std::uint64_t n) const {
-  return samples_cache(n) && gather_sm_share_ == 0 && n <= sort_max_rows &&
-         sort_next_.load(std::memory_order_relaxed);
+  return samples_cache(n) && n <= sort_max_rows && sort_next_.load(std::memory_order_relaxed);
 }
 
 // What the cache did between the last sampled gather and this one (other
@@ -157,9 +154,7 @@ erased_array::started erased_array::start(const void* idx, std::uint32_t index_b
   return s;
 }
 
-bool erased_array::done(const started& s) const {
-  return !s.live || gather_done(s.slot);
-}
+bool erased_array::done(const started& s) const { return !s.live || gather_done(s.slot); }
 
 std::uint64_t erased_array::finish(started& s, const interrupt_poll& poll,
                                    const late_hook& late) const {

@@ -101,9 +101,7 @@ class erased_array {
   bool sorts(std::uint64_t n) const;
   // Whether a gather of n positions reports the cache's totals (its record's
   // cache_lookups, cache_misses) for the next one's sorts().
-  bool samples_cache(std::uint64_t n) const {
-    return sort_rows_ != 0 && host_reads_ && n >= sort_rows_;
-  }
+  bool samples_cache(std::uint64_t n) const { return sortable_ && n >= sort_rows_; }
   static constexpr std::uint64_t sort_miss_share = 16;
   // The largest gather that sorts: its keys, positions and the sort's
   // scratch (about 24 bytes a position, about 100 MiB at this size) stay
@@ -166,9 +164,10 @@ class erased_array {
   // whether it missed enough for the next large one to sort.
   void note_cache_totals(const call_record& rec) const;
   std::uint64_t sort_rows_ = 0;
-  // GPU target, memory controller, more than gather_sort_bytes: the GPU
-  // reads the rows from host memory, where order matters.
-  bool host_reads_ = false;
+  // Large gathers may sort: GPU target, memory controller (the GPU reads
+  // the rows from host memory, where order matters), more than
+  // gather_sort_bytes, gather_sort_rows set, gather_sm_share 0.
+  bool sortable_ = false;
   mutable std::mutex totals_mutex_;
   mutable std::uint64_t seen_lookups_ = 0, seen_misses_ = 0;
   mutable std::atomic<bool> sort_next_{true};

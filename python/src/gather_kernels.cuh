@@ -319,8 +319,8 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   cache_sample sample;
   if (ea.samples_cache(n)) sample = {a.cache.counters, a.cache.counter_shards};
   if (ea.sorts(n)) {
-    ea.count_sorted();
     launch_sorted<W, I>(ea, a, idx, n, out, s, slot, sample);
+    ea.count_sorted();
     return;
   }
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
