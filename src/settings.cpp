@@ -237,6 +237,12 @@ const setting table[] = {
      .doc = "sorted gathers (`gather_sort_rows`) only for arrays larger than this: "
             "within about 512 MiB a GPU reads random rows of host memory as fast as sorted ones",
      WARPSTORE_NUMERIC(gather_sort_bytes)},
+    {.name = "gather_miss_admit", .variable = "WARPSTORE_GATHER_MISS_ADMIT",
+     .flag = "gather-miss-admit", .group = group::tuning, .max = 1024,
+     .doc = "Python gathers on the GPU over the memory controller: while the array's gathers "
+            "miss on 3 lookups in 4 or more, a miss fills its line one time in this many and "
+            "reads its bytes straight from host memory otherwise; 0 or 1: every miss fills",
+     WARPSTORE_NUMERIC(gather_miss_admit)},
     {.name = "fetch_priority", .variable = "WARPSTORE_FETCH_PRIORITY", .flag = "fetch-priority",
      .type = type::flag, .group = group::tuning, .max = 1,
      .doc = "1: the PyG feature store's fetch-ahead gathers run on a highest-priority CUDA stream; "

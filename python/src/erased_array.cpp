@@ -21,7 +21,8 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
       row_bytes_(row_bytes),
       word_bytes_(word_bytes),
       gather_sm_share_(given.gather_sm_share),
-      sort_rows_(given.gather_sort_rows) {
+      sort_rows_(given.gather_sort_rows),
+      miss_admit_(given.gather_miss_admit) {
   options opts = given;
   if (shared) {
     opts.cache_bytes = shared->bytes();
@@ -46,6 +47,8 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
   sortable_ = sort_rows_ != 0 && gather_sm_share_ == 0 && runtime::gpu_build() &&
               std::string_view(base_->shared_controller()->name()) == "memory" &&
               rows * row_bytes > given.gather_sort_bytes;
+  admitting_ = miss_admit_ > 1 && runtime::gpu_build() && !opts.writable &&
+               std::string_view(base_->shared_controller()->name()) == "memory";
 }
 
 bool erased_array::sorts(std::uint64_t n) const {
@@ -70,6 +73,11 @@ void erased_array::note_cache_totals(const call_record& rec) const {
   seen_lookups_ = rec.cache_lookups;
   seen_misses_ = rec.cache_misses;
   sort_next_.store(misses * sort_miss_share >= lookups, std::memory_order_relaxed);
+  // Admission on at 3 misses in 4, off under 1 in 2: a cache that the
+  // admitted lines fill (a working set that fits) turns it off.
+  const bool admitting = admit_next_.load(std::memory_order_relaxed);
+  admit_next_.store(admitting ? 2 * misses >= lookups : 4 * misses >= 3 * lookups,
+                    std::memory_order_relaxed);
 }
 
 erased_array::~erased_array() {

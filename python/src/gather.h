@@ -100,8 +100,24 @@ class erased_array {
   // sort_miss_share (or none ran).
   bool sorts(std::uint64_t n) const;
   // Whether a gather of n positions reports the cache's totals (its record's
-  // cache_lookups, cache_misses) for the next one's sorts().
-  bool samples_cache(std::uint64_t n) const { return sortable_ && n >= sort_rows_; }
+  // cache_lookups, cache_misses) for the next one's sorts() and
+  // admit_misses(): every gather of an array that may admit misses, the
+  // large ones of one that may sort.
+  bool samples_cache(std::uint64_t n) const {
+    return admitting_ || (sortable_ && n >= sort_rows_);
+  }
+  // array_ref::admit_misses for the next gather: options::gather_miss_admit
+  // while the cache's lookups since the last sample missed on 3 in 4 or
+  // more (and until they miss on fewer than 1 in 2), else 0. GPU target,
+  // memory controller, read-only.
+  std::uint32_t admit_misses() const {
+    return admit_next_.load(std::memory_order_relaxed) ? miss_admit_ : 0;
+  }
+  // Gathers that read misses around the cache (Array.stats()["admitting_gathers"]).
+  std::uint64_t admitting_gathers() const {
+    return admitting_gathers_.load(std::memory_order_relaxed);
+  }
+  void count_admitting() const { admitting_gathers_.fetch_add(1, std::memory_order_relaxed); }
   static constexpr std::uint64_t sort_miss_share = 16;
   // The largest gather that sorts: its keys, positions and the sort's
   // scratch (about 24 bytes a position, about 100 MiB at this size) stay
@@ -168,6 +184,12 @@ class erased_array {
   // the rows from host memory, where order matters), more than
   // gather_sort_bytes, gather_sort_rows set, gather_sm_share 0.
   bool sortable_ = false;
+  // Gathers may admit misses (admit_misses): GPU target, memory controller,
+  // read-only, gather_miss_admit above 1.
+  bool admitting_ = false;
+  std::uint32_t miss_admit_ = 0;
+  mutable std::atomic<bool> admit_next_{false};
+  mutable std::atomic<std::uint64_t> admitting_gathers_{0};
   mutable std::mutex totals_mutex_;
   mutable std::uint64_t seen_lookups_ = 0, seen_misses_ = 0;
   mutable std::atomic<bool> sort_next_{true};

@@ -428,7 +428,7 @@ class py_array {
     double resident = -1;
     std::uint64_t cache_bytes = 0;
     std::uint32_t line_size = 0;
-    std::uint64_t sorted = 0;
+    std::uint64_t sorted = 0, admitting = 0;
     {
       nb::gil_scoped_release release;
       gate_pass<false> pass(gate_);
@@ -443,6 +443,7 @@ class py_array {
       cache_bytes = a.base().cache().bytes();
       line_size = a.base().cache().line_size();
       sorted = a.sorted_gathers();
+      admitting = a.admitting_gathers();
     }
     nb::dict d = cache_counters_dict(s);
     d["commands"] = c.commands;
@@ -457,6 +458,9 @@ class py_array {
     d["line_size"] = line_size;
     // GPU gathers that read their rows in file order (options::gather_sort_rows).
     d["sorted_gathers"] = sorted;
+    // GPU gathers that filled one missed line in gather_miss_admit and read
+    // the other misses around the cache (counted in read_around).
+    d["admitting_gathers"] = admitting;
     return d;
   }
   void reset_stats() {

@@ -155,6 +155,57 @@ def test_large_gathers_that_miss_read_in_file_order(tmp_path, monkeypatch, dtype
             assert a.stats()["sorted_gathers"] == 0
 
 
+@pytest.mark.parametrize("row", [32, 128, 1])
+def test_gathers_that_keep_missing_read_their_misses_around_the_cache(tmp_path, monkeypatch, row):
+    # Over the memory controller, once an array's gathers miss on 3 lookups
+    # in 4, a miss fills its line one time in gather_miss_admit and reads
+    # the row straight from host memory otherwise: every row still right,
+    # read_around counts them, the cache evicts less. A working set that
+    # fits gets in all the same (lines read often are admitted soon), and
+    # admission then ends. 0 turns it off.
+    import torch
+
+    monkeypatch.setenv("WARPSTORE_GATHER_SORT_ROWS", "0")  # admission alone
+    rng = np.random.default_rng(row)
+    n = (16 << 20) // (4 * row)  # 16 MiB of float32
+    data = rng.standard_normal((n, row)).astype(np.float32)
+    path = write(tmp_path / f"admit-{row}.bin", data)
+    shape = (n,) if row == 1 else (n, row)
+    want = data.reshape(shape)
+    with warpstore.open(path, "float32", shape, cache="1MiB", line_size=512,
+                        controller="memory") as a:
+        for _ in range(6):  # working set 16x the cache
+            idx = rng.integers(-n, n, 20000)
+            np.testing.assert_array_equal(a[torch.from_numpy(idx).cuda()].cpu().numpy(), want[idx])
+        st = a.stats()
+        assert st["admitting_gathers"] >= 4, st
+        assert st["read_around"] > 2 * st["misses"], st
+        assert st["errors"] == 0
+        # A bad index among them is still the one reported.
+        bad = torch.from_numpy(rng.integers(0, n, 5000)).cuda()
+        bad[3000] = n
+        with pytest.raises(IndexError, match=rf"index {n} \(at position 3000\)"):
+            a[bad]
+        # A working set a quarter of the cache: cached in a few passes, then hits.
+        ws = torch.from_numpy(rng.integers(0, (256 << 10) // (4 * row), 20000)).cuda()
+        for _ in range(8):
+            np.testing.assert_array_equal(a[ws].cpu().numpy(), want[ws.cpu().numpy()])
+        before = a.stats()["admitting_gathers"]
+        a.reset_stats()
+        for _ in range(3):
+            np.testing.assert_array_equal(a[ws].cpu().numpy(), want[ws.cpu().numpy()])
+        st = a.stats()
+        assert st["admitting_gathers"] == before, st  # admission ended
+        assert st["hit_rate"] > 0.99, st
+    monkeypatch.setenv("WARPSTORE_GATHER_MISS_ADMIT", "0")
+    with warpstore.open(path, "float32", shape, cache="1MiB", line_size=512,
+                        controller="memory") as a:
+        for _ in range(4):
+            idx = rng.integers(0, n, 20000)
+            np.testing.assert_array_equal(a[torch.from_numpy(idx).cuda()].cpu().numpy(), want[idx])
+        assert a.stats()["admitting_gathers"] == 0
+
+
 def test_the_default_reads_a_cached_file_through_its_pinned_pages(big):
     """controller="auto" (the default): a read-only file in the page cache is
     mapped and pinned, and kernels read its own pages; a writable or

@@ -19,7 +19,8 @@ def test_the_table_is_the_extensions():
     tuning = {t["name"] for t in settings.TABLE if t["group"] == "tuning"}
     assert tuning == {"combine_writes", "eager_write_back", "overlapped_eviction", "deliver",
                       "write_behind_bytes", "combine_reads", "queue_spread", "gather_sm_share",
-                      "gather_sort_rows", "gather_sort_bytes", "fetch_priority"}
+                      "gather_sort_rows", "gather_sort_bytes", "gather_miss_admit",
+                      "fetch_priority"}
 
 
 @pytest.mark.parametrize("t", backend().settings_table(),

@@ -433,7 +433,9 @@ class Array:
 
     def stats(self):
         """Cache and controller counters: hits, misses, evictions, bytes (read from storage),
-        ..., and sorted_gathers (GPU gathers that read their rows in file order)."""
+        ..., sorted_gathers (GPU gathers that read their rows in file order) and
+        admitting_gathers (GPU gathers that cached one missed line in
+        ``WARPSTORE_GATHER_MISS_ADMIT`` and read the other misses around the cache)."""
         self._check_process()
         return dict(self._impl.stats())
 

@@ -8,6 +8,7 @@
 
 #include "warpstore/batch.cuh"
 #include "warpstore/cache.cuh"
+#include "warpstore/detail/hash.cuh"
 #include "warpstore/detail/line_io.cuh"
 #include "warpstore/detail/platform.cuh"
 #include "warpstore/error.h"
@@ -75,6 +76,16 @@ struct array_ref {
   bool writable;              // the backing file was opened read-write
   bool eager_write_back;      // options::eager_write_back
   bool overlapped_eviction;   // options::overlapped_eviction
+  // Miss admission, a caller's choice per launch (a gather whose array's
+  // reads miss almost always): on an array that reads around (reads_around),
+  // with admit_misses = N > 1 a miss fills its line one time in N (a hash
+  // of the line and the clock picks it), and reads the line's
+  // bytes straight from host memory otherwise: a 128-byte row then costs
+  // 128 bytes over the link rather than a line, and no line is evicted for
+  // one never read again. Lines the cache holds hit as ever, and a line
+  // read often gets in soon (after N reads on average): a working set that
+  // fits is still cached. 0 or 1: every miss fills. Never on writable arrays.
+  std::uint32_t admit_misses = 0;
 
   WARPSTORE_HD std::uint64_t size() const { return count; }
 
@@ -206,6 +217,12 @@ struct array_ref {
   // Whether readers of this array read around the cache rather than wait
   // for a line (with_line): a read-only array over the memory controller.
   WARPSTORE_HD bool reads_around() const { return io.kind == io_kind::memory && !writable; }
+
+  // Whether this miss on `line` fills it under admit_misses (see there).
+  WARPSTORE_HD bool admits(std::uint64_t line) const {
+    if (admit_misses <= 1) return true;
+    return detail::mix64(line * detail::golden_gamma ^ detail::cycles()) % admit_misses == 0;
+  }
 
   // The element-type-free view of this array's lines (write-back, flush).
   WARPSTORE_HD detail::line_io lines() const {

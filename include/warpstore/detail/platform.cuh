@@ -122,6 +122,16 @@ WARPSTORE_HD inline std::uint64_t now_ns() {
 #endif
 }
 
+// A fast-moving count for cheap randomness (miss admission): the
+// multiprocessor's cycle counter on the GPU, now_ns() on the CPU.
+WARPSTORE_HD inline std::uint64_t cycles() {
+#if WARPSTORE_ON_GPU
+  return static_cast<std::uint64_t>(clock64());
+#else
+  return now_ns();
+#endif
+}
+
 // Back off inside a spin loop.
 WARPSTORE_HD inline void backoff(unsigned ns) {
 #if WARPSTORE_ON_GPU
