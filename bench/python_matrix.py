@@ -531,7 +531,8 @@ class Matrix:
     def run_warpstore(self, arr, mode, warm, timed, R, rounds=False):
         _, w0, c0 = self.timed(lambda b: arr.gather(b.dev), warm, R)
         arr.reset_stats()
-        sorted0 = arr.stats().get("sorted_gathers", 0)
+        st0 = arr.stats()
+        sorted0, admit0 = st0.get("sorted_gathers", 0), st0.get("admitting_gathers", 0)
         if mode == "sync":
             sec, w1, c1 = self.timed(lambda b: arr.gather(b.dev), timed, R, rounds=rounds)
         else:
@@ -543,8 +544,12 @@ class Matrix:
         # (large gathers over the memory controller while they miss).
         sorted_share = ((st.get("sorted_gathers", 0) - sorted0)
                         / max(1, len(timed) * len(self.last_rounds)))
+        # ... and of those that read their misses around the cache (miss admission).
+        admit_share = ((st.get("admitting_gathers", 0) - admit0)
+                       / max(1, len(timed) * len(self.last_rounds)))
         return dict(rows_s=rows / sec, wrong=w0 + w1, checked=c0 + c1, seconds=sec, rows=rows,
                     round_seconds=self.rounds_note(), sorted_share=round(sorted_share, 3),
+                    admit_share=round(admit_share, 3), read_around=st["read_around"],
                     hit_rate=round(st["hit_rate"], 4), direct=st["direct"],
                     resident_share=st["resident_share"], cache_bytes=st["cache_bytes"],
                     line_size=st["line_size"])
@@ -670,6 +675,7 @@ class Matrix:
                                         pool_batches=w["pool"], cache_bytes=fig["cache_bytes"],
                                         line_size=fig["line_size"], hit_rate=fig["hit_rate"],
                                         sorted_share=fig.get("sorted_share"),
+                                        admit_share=fig.get("admit_share"),
                                         direct=fig["direct"], resident_share=fig["resident_share"],
                                         batch_lines=g["batch_lines"],
                                         best_cpu_method=best_name))
