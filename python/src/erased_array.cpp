@@ -52,7 +52,8 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
 }
 
 bool erased_array::sorts(std::uint64_t n) const {
-  return samples_cache(n) && n <= sort_max_rows && sort_next_.load(std::memory_order_relaxed);
+  return sortable_ && n >= sort_rows_ && n <= sort_max_rows &&
+         sort_next_.load(std::memory_order_relaxed);
 }
 
 // What the cache did between the last sampled gather and this one (other
@@ -61,11 +62,11 @@ bool erased_array::sorts(std::uint64_t n) const {
 void erased_array::note_cache_totals(const call_record& rec) const {
   std::lock_guard<std::mutex> lock(totals_mutex_);
   if (rec.cache_lookups < seen_lookups_ || rec.cache_misses < seen_misses_) {
-    // The counters were reset (reset_stats, clear_cache), or an older call
-    // finished late: a new baseline, the decision as it was.
-    seen_lookups_ = rec.cache_lookups;
-    seen_misses_ = rec.cache_misses;
-    return;
+    // The counters were reset (reset_stats, clear_cache: what they hold
+    // is what came since), or an older call finished late (its totals are
+    // still a fair share).
+    seen_lookups_ = 0;
+    seen_misses_ = 0;
   }
   if (rec.cache_lookups == seen_lookups_) return;
   const std::uint64_t lookups = rec.cache_lookups - seen_lookups_;
