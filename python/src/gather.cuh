@@ -68,6 +68,36 @@ WARPSTORE_HD inline bool cancelled_for(unsigned mask, std::uint32_t* cancel) {
   return detail::warp::ballot(mask, mine) != 0;
 }
 
+// Element i (in range) for the calling lanes: a miss the cache does not
+// admit (array_ref::admit_misses) reads host memory, anything else goes
+// through the cache.
+template <class W>
+WARPSTORE_HD W read_element(const array_ref<W>& a, std::uint64_t i) {
+  const W* passed = a.passed_element(detail::warp::active_mask(), i);
+  return passed != nullptr ? *passed : a[i];
+}
+
+// Row r (in range), `row_words` words, to dst by the calling lanes (a warp
+// on the GPU): a row within one line whose miss the cache does not admit
+// comes straight from host memory, the row's bytes alone; anything else
+// through the cache (read_span, rows spanning lines included).
+template <class W>
+WARPSTORE_HD void read_row(const array_ref<W>& a, std::uint64_t r, std::uint64_t row_words,
+                           W* dst) {
+  const std::uint64_t first = r * row_words, per_line = std::uint64_t{1} << a.elems_per_line_log2;
+  if (a.admit_misses > 1 && (first & (per_line - 1)) + row_words <= per_line) {
+    const unsigned mask = detail::warp::active_mask();
+    if (const W* src = a.passed_element(mask, first)) {
+      const unsigned lanes = detail::warp::popcount(mask);
+      for (std::uint64_t w = detail::warp::rank_in(mask, detail::warp::lane()); w < row_words;
+           w += lanes)
+        dst[w] = src[w];
+      return;
+    }
+  }
+  a.read_span(first, row_words, dst);
+}
+
 // Position k of a 1-D gather: out[k] = a[idx[k]]. Any subset of a warp's
 // lanes may call together (lanes of one line share its lookup). `a.errors`
 // is the call's own error record.
@@ -81,7 +111,7 @@ WARPSTORE_HD void gather_element(const array_ref<W>& a, const I* idx, W* out, st
     out[k] = W{};
     return;
   }
-  out[k] = a[i];
+  out[k] = read_element(a, i);
 }
 
 // Position k of a row gather: the calling lanes (a whole warp on the GPU,
@@ -99,7 +129,7 @@ WARPSTORE_HD void gather_row(const array_ref<W>& a, std::uint64_t rows, std::uin
     if (detail::warp::lane() == detail::warp::first_lane(mask)) note_bad_position(first_bad, k);
     return;  // the host raises before anyone sees the row
   }
-  a.read_span(r * row_words, row_words, dst);
+  read_row(a, r, row_words, dst);
 }
 
 }  // namespace warpstore::python

@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
        k += threads) {
     if (cancelled_for(detail::warp::active_mask(), &rec->cancel)) break;
     const std::uint64_t i = keys[k];
-    out[pos[k]] = i < a.size() ? a[i] : W{};
+    out[pos[k]] = i < a.size() ? read_element(a, i) : W{};
   }
   hand_over_record(rec, host, sample);
 }
@@ -237,7 +237,7 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
     for (std::uint64_t k = c * run; k < end; ++k) {
       if (cancelled_for(detail::warp::active_mask(), &rec->cancel)) break;
       const std::uint64_t r = keys[k];
-      if (r < rows) a.read_span(r * row_words, row_words, out + std::uint64_t{pos[k]} * row_words);
+      if (r < rows) read_row(a, r, row_words, out + std::uint64_t{pos[k]} * row_words);
     }
   }
   hand_over_record(rec, host, sample);

@@ -77,14 +77,14 @@ struct array_ref {
   bool eager_write_back;      // options::eager_write_back
   bool overlapped_eviction;   // options::overlapped_eviction
   // Miss admission, a caller's choice per launch (a gather whose array's
-  // reads miss almost always): on an array that reads around (reads_around),
-  // with admit_misses = N > 1 a miss fills its line one time in N (a hash
-  // of the line and the clock picks it), and reads the line's
-  // bytes straight from host memory otherwise: a 128-byte row then costs
-  // 128 bytes over the link rather than a line, and no line is evicted for
-  // one never read again. Lines the cache holds hit as ever, and a line
-  // read often gets in soon (after N reads on average): a working set that
-  // fits is still cached. 0 or 1: every miss fills. Never on writable arrays.
+  // reads miss almost always; see passed_element): on an array that reads
+  // around (reads_around), with admit_misses = N > 1 a miss fills its line
+  // one time in N (a hash of the line and the clock picks it), and reads
+  // the line's bytes straight from host memory otherwise: a 128-byte row
+  // then costs 128 bytes over the link rather than a line, and no line is
+  // evicted for one never read again. Lines the cache holds hit as ever,
+  // and a line read often gets in soon (after N reads on average): a
+  // working set that fits is still cached. 0 or 1: every miss fills.
   std::uint32_t admit_misses = 0;
 
   WARPSTORE_HD std::uint64_t size() const { return count; }
@@ -217,6 +217,15 @@ struct array_ref {
   // Whether readers of this array read around the cache rather than wait
   // for a line (with_line): a read-only array over the memory controller.
   WARPSTORE_HD bool reads_around() const { return io.kind == io_kind::memory && !writable; }
+
+  // Miss admission for a reader that reads around itself (admit_misses):
+  // warp-collective over `mask`, each lane with its own element i (in
+  // range). Returns element i in the controller's host memory when its line
+  // is neither in the cache nor admitted this time (one read around counted
+  // for the lanes of that line), else nullptr: read it through the cache
+  // (operator[], read_span), which fills it on a miss. nullptr for every
+  // lane unless admit_misses > 1 on an array that reads around.
+  WARPSTORE_HD const T* passed_element(unsigned mask, std::uint64_t i) const;
 
   // Whether this miss on `line` fills it under admit_misses (see there).
   WARPSTORE_HD bool admits(std::uint64_t line) const {

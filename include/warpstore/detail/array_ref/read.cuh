@@ -7,6 +7,7 @@
 #include "warpstore/cache.cuh"
 #include "warpstore/detail/array_ref.cuh"
 #include "warpstore/detail/platform.cuh"
+#include "warpstore/io.cuh"
 
 namespace warpstore {
 
@@ -70,6 +71,25 @@ WARPSTORE_HD bool array_ref<T>::read_span(std::uint64_t first, std::uint64_t n, 
     done += take;
   }
   return all_ok;
+}
+
+template <class T>
+WARPSTORE_HD const T* array_ref<T>::passed_element(unsigned mask, std::uint64_t i) const {
+  if (admit_misses <= 1 || !reads_around()) return nullptr;
+  const std::uint64_t line = line_of(i);
+  const std::uint64_t k = cache_ref::key(source, line);
+  const unsigned leader = detail::warp::first_lane(detail::warp::match_any(mask, k));
+  std::uint64_t at = 0;  // the line's bytes in host memory; 0: through the cache
+  if (detail::warp::lane() == leader && !admits(line)) {
+    const io_request req = lines().request_for(line, 0);
+    if (memory_source_ref::check_range(req, io.memory.capacity_blocks).success() &&
+        cache.find_slot(k) == cache.num_lines) {
+      cache.count(&cache_counters::read_around);
+      at = reinterpret_cast<std::uint64_t>(io.memory.data + (req.slba << nvme::block_shift));
+    }
+  }
+  at = detail::warp::shfl(mask, at, leader);
+  return at != 0 ? element_at(reinterpret_cast<const std::byte*>(at), i) : nullptr;
 }
 
 }  // namespace warpstore

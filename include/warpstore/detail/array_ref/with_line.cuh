@@ -36,16 +36,7 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
     const unsigned leader = detail::warp::first_lane(group);
     const bool is_leader = pending && detail::warp::lane() == leader;
     acquire_result r{0, acquire_kind::retry};
-    // A line not admitted (admit_misses) and not in the cache is read
-    // around below, never claimed (a line past the file's end is claimed,
-    // and its fill fails as ever). A plain tag scan: a line that arrives
-    // meanwhile is read around once more.
-    const bool passing =
-        is_leader && around_here && !admits(line) &&
-        memory_source_ref::check_range(l.request_for(line, 0), io.memory.capacity_blocks)
-            .success() &&
-        cache.find_slot(k) == cache.num_lines;
-    if (is_leader && !passing) r = cache.acquire(k, detail::warp::popcount(group));
+    if (is_leader) r = cache.acquire(k, detail::warp::popcount(group));
     // A line whose eviction is still being written is not read yet: the
     // file does not hold its bytes until that WRITE completes.
     if (is_leader && r.kind == acquire_kind::fill && cache.eviction_pending(k)) {
@@ -95,9 +86,8 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
     }
     if (detail::warp::ballot(mask, writing_back) != 0)
       written_back = l.write_back_clustered(mask, writing_back, r.slot, r.old_key);
-    // Read around rather than wait (see the declaration), or rather than
-    // fill a line not admitted: the line's bytes in host memory, if the
-    // file holds them.
+    // Read around rather than wait (see the declaration): the line's bytes
+    // in host memory, if the file holds them.
     const bool reading_around =
         around_here && is_leader && r.kind == acquire_kind::retry &&
         memory_source_ref::check_range(req, io.memory.capacity_blocks).success();
