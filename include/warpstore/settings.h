@@ -83,8 +83,8 @@ struct options {
   // 512 bytes gain.
   std::uint64_t gather_sort_rows = 16384;
   std::uint64_t gather_sort_bytes = std::uint64_t{1} << 30;
-  // Miss admission (WARPSTORE_GATHER_MISS_ADMIT): a Python gather on the
-  // GPU over the memory controller, while the array's gathers miss on at
+  // Miss admission (WARPSTORE_GATHER_MISS_ADMIT): a Python row gather on
+  // the GPU over the memory controller, while the array's gathers miss on at
   // least 3 lookups in 4 (until fewer than 1 in 2), fills a missed line one
   // time in this many and reads the rest of its misses straight from host
   // memory (array_ref::admit_misses): a cache that cannot hold the working

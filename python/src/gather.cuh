@@ -68,15 +68,6 @@ WARPSTORE_HD inline bool cancelled_for(unsigned mask, std::uint32_t* cancel) {
   return detail::warp::ballot(mask, mine) != 0;
 }
 
-// Element i (in range) for the calling lanes: a miss the cache does not
-// admit (array_ref::admit_misses) reads host memory, anything else goes
-// through the cache.
-template <class W>
-WARPSTORE_HD W read_element(const array_ref<W>& a, std::uint64_t i) {
-  const W* passed = a.passed_element(detail::warp::active_mask(), i);
-  return passed != nullptr ? *passed : a[i];
-}
-
 // Row r (in range), `row_words` words, to dst by the calling lanes (a warp
 // on the GPU): a row within one line whose miss the cache does not admit
 // comes straight from host memory, the row's bytes alone; anything else
@@ -111,7 +102,7 @@ WARPSTORE_HD void gather_element(const array_ref<W>& a, const I* idx, W* out, st
     out[k] = W{};
     return;
   }
-  out[k] = read_element(a, i);
+  out[k] = a[i];
 }
 
 // Position k of a row gather: the calling lanes (a whole warp on the GPU,

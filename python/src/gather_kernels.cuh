@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
        k += threads) {
     if (cancelled_for(detail::warp::active_mask(), &rec->cancel)) break;
     const std::uint64_t i = keys[k];
-    out[pos[k]] = i < a.size() ? read_element(a, i) : W{};
+    out[pos[k]] = i < a.size() ? a[i] : W{};
   }
   hand_over_record(rec, host, sample);
 }

@@ -155,7 +155,7 @@ def test_large_gathers_that_miss_read_in_file_order(tmp_path, monkeypatch, dtype
             assert a.stats()["sorted_gathers"] == 0
 
 
-@pytest.mark.parametrize("row", [32, 128, 1])
+@pytest.mark.parametrize("row", [32, 128])
 def test_gathers_that_keep_missing_read_their_misses_around_the_cache(tmp_path, monkeypatch, row):
     # Over the memory controller, once an array's gathers miss on 3 lookups
     # in 4, a miss fills its line one time in gather_miss_admit and reads
