@@ -239,9 +239,10 @@ const setting table[] = {
      WARPSTORE_NUMERIC(gather_sort_bytes)},
     {.name = "gather_miss_admit", .variable = "WARPSTORE_GATHER_MISS_ADMIT",
      .flag = "gather-miss-admit", .group = group::tuning, .max = 1024,
-     .doc = "Python row gathers on the GPU over the memory controller: while the array's "
-            "gathers miss on 3 lookups in 4 or more, a miss fills its line one time in this many "
-            "and reads the row straight from host memory otherwise; 0 or 1: every miss fills",
+     .doc = "Python gathers on the GPU of rows smaller than a line, over the memory "
+            "controller, not sorted: while the array's gathers miss on 3 lookups in 4 or more, "
+            "a miss fills its line one time in this many and reads the row straight from host "
+            "memory otherwise; 0 or 1: every miss fills",
      WARPSTORE_NUMERIC(gather_miss_admit)},
     {.name = "fetch_priority", .variable = "WARPSTORE_FETCH_PRIORITY", .flag = "fetch-priority",
      .type = type::flag, .group = group::tuning, .max = 1,

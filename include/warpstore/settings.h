@@ -83,13 +83,13 @@ struct options {
   // 512 bytes gain.
   std::uint64_t gather_sort_rows = 16384;
   std::uint64_t gather_sort_bytes = std::uint64_t{1} << 30;
-  // Miss admission (WARPSTORE_GATHER_MISS_ADMIT): a Python row gather on
-  // the GPU over the memory controller, while the array's gathers miss on at
-  // least 3 lookups in 4 (until fewer than 1 in 2), fills a missed line one
-  // time in this many and reads the rest of its misses straight from host
-  // memory (array_ref::admit_misses): a cache that cannot hold the working
-  // set then costs a row what the row is, not a line. 0 or 1: every miss
-  // fills.
+  // Miss admission (WARPSTORE_GATHER_MISS_ADMIT): a Python gather on the
+  // GPU of rows smaller than a line, over the memory controller and not
+  // sorted, while the array's gathers miss on at least 3 lookups in 4
+  // (until fewer than 1 in 2), fills a missed line one time in this many
+  // and reads the other rows it misses straight from host memory
+  // (array_ref::admit_misses): a cache that cannot hold the working set
+  // then costs a row what the row is, not a line. 0 or 1: every miss fills.
   std::uint32_t gather_miss_admit = 8;
   // Fetch priority (WARPSTORE_FETCH_PRIORITY = 0 | 1): the PyG feature
   // store's fetch-ahead gathers run on a stream of the highest priority, so

@@ -47,10 +47,11 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
   sortable_ = sort_rows_ != 0 && gather_sm_share_ == 0 && runtime::gpu_build() &&
               std::string_view(base_->shared_controller()->name()) == "memory" &&
               rows * row_bytes > given.gather_sort_bytes;
-  // Row gathers only: 1-D gathers with admission hung an interrupt test once
-  // (H100, 2026-11-27, not understood; BENCHMARKS.md).
+  // Rows smaller than a line only, where a miss would read more than the
+  // row; not 1-D gathers (with admission they hung an interrupt test once:
+  // H100, 2026-11-27, not understood; BENCHMARKS.md).
   admitting_ = miss_admit_ > 1 && runtime::gpu_build() && !opts.writable &&
-               row_bytes / word_bytes > 1 &&
+               row_bytes / word_bytes > 1 && row_bytes < opts.line_size &&
                std::string_view(base_->shared_controller()->name()) == "memory";
 }
 

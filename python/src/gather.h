@@ -108,8 +108,8 @@ class erased_array {
   }
   // array_ref::admit_misses for the next gather: options::gather_miss_admit
   // while the cache's lookups since the last sample missed on 3 in 4 or
-  // more (and until they miss on fewer than 1 in 2), else 0. GPU target,
-  // memory controller, read-only, row gathers.
+  // more (and until they miss on fewer than 1 in 2), else 0 (see
+  // admitting_).
   std::uint32_t admit_misses() const {
     return admit_next_.load(std::memory_order_relaxed) ? miss_admit_ : 0;
   }
@@ -185,7 +185,8 @@ class erased_array {
   // gather_sort_bytes, gather_sort_rows set, gather_sm_share 0.
   bool sortable_ = false;
   // Gathers may admit misses (admit_misses): GPU target, memory controller,
-  // read-only, rows of more than one word, gather_miss_admit above 1.
+  // read-only, rows of more than one word and less than a line,
+  // gather_miss_admit above 1; never a sorted gather.
   bool admitting_ = false;
   std::uint32_t miss_admit_ = 0;
   mutable std::atomic<bool> admit_next_{false};

@@ -316,14 +316,16 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   // (gather: once it runs past late_wait_ns; gather_async: at once).
   array_ref<W> a = static_cast<const array<W>&>(ea.base()).quiet_ref();
   a.errors = &rec->errors;  // this call's errors, not the array's
-  // The array's gathers miss almost always: most misses read around.
-  if (const std::uint32_t admit = ea.admit_misses(); admit > 1 && a.reads_around()) {
+  cache_sample sample;
+  if (ea.samples_cache(n)) sample = {a.cache.counters, a.cache.counter_shards};
+  const bool sorted = ea.sorts(n);
+  // The array's gathers miss almost always: most misses read around. Not
+  // in a sorted gather, whose neighbours share the lines it fills.
+  if (const std::uint32_t admit = ea.admit_misses(); !sorted && admit > 1 && a.reads_around()) {
     a.admit_misses = admit;
     ea.count_admitting();
   }
-  cache_sample sample;
-  if (ea.samples_cache(n)) sample = {a.cache.counters, a.cache.counter_shards};
-  if (ea.sorts(n)) {
+  if (sorted) {
     launch_sorted<W, I>(ea, a, idx, n, out, s, slot, sample);
     ea.count_sorted();
     return;

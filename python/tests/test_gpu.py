@@ -155,7 +155,7 @@ def test_large_gathers_that_miss_read_in_file_order(tmp_path, monkeypatch, dtype
             assert a.stats()["sorted_gathers"] == 0
 
 
-@pytest.mark.parametrize("row", [32, 128])
+@pytest.mark.parametrize("row", [32, 64])  # 128 and 256 bytes, lines of 512
 def test_gathers_that_keep_missing_read_their_misses_around_the_cache(tmp_path, monkeypatch, row):
     # Over the memory controller, once an array's gathers miss on 3 lookups
     # in 4, a miss fills its line one time in gather_miss_admit and reads
@@ -165,13 +165,13 @@ def test_gathers_that_keep_missing_read_their_misses_around_the_cache(tmp_path, 
     # admission then ends. 0 turns it off.
     import torch
 
-    monkeypatch.setenv("WARPSTORE_GATHER_SORT_ROWS", "0")  # admission alone
+    monkeypatch.setenv("WARPSTORE_GATHER_SORT_ROWS", "0")  # sorted gathers never admit
     rng = np.random.default_rng(row)
     n = (16 << 20) // (4 * row)  # 16 MiB of float32
     data = rng.standard_normal((n, row)).astype(np.float32)
     path = write(tmp_path / f"admit-{row}.bin", data)
-    shape = (n,) if row == 1 else (n, row)
-    want = data.reshape(shape)
+    shape = (n, row)
+    want = data
     with warpstore.open(path, "float32", shape, cache="1MiB", line_size=512,
                         controller="memory") as a:
         for _ in range(6):  # working set 16x the cache
@@ -204,6 +204,16 @@ def test_gathers_that_keep_missing_read_their_misses_around_the_cache(tmp_path, 
             idx = rng.integers(0, n, 20000)
             np.testing.assert_array_equal(a[torch.from_numpy(idx).cuda()].cpu().numpy(), want[idx])
         assert a.stats()["admitting_gathers"] == 0
+    monkeypatch.delenv("WARPSTORE_GATHER_MISS_ADMIT")
+    # Rows of a whole line, and 1-D gathers, never admit: a miss fills.
+    for other in ((n * row // 128, 128), (n * row,)):
+        with warpstore.open(path, "float32", other, cache="1MiB", line_size=512,
+                            controller="memory") as a:
+            for _ in range(4):
+                idx = rng.integers(0, other[0], 20000)
+                np.testing.assert_array_equal(a[torch.from_numpy(idx).cuda()].cpu().numpy(),
+                                              data.reshape(other)[idx])
+            assert a.stats()["admitting_gathers"] == 0
 
 
 def test_the_default_reads_a_cached_file_through_its_pinned_pages(big):
