@@ -42,6 +42,12 @@ WARPSTORE_HD bool array_ref<T>::wait(batch_ticket& t) const {
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     complete_part(t, mask, lanes, rank);
+    // Each lane pinned its own deferred lines in complete_part; the caller's
+    // lanes then read all of them. A warp barrier orders each lane's pin
+    // (the acquire that saw the line published) before the other lanes'
+    // reads, as batch_mask's does for the lines pinned when posting; a
+    // ballot does not order memory.
+    detail::warp::sync(mask);
   }
   return detail::warp::ballot(mask, t.has_failed()) == 0;
 }
