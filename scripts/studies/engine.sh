@@ -12,6 +12,8 @@
 #   graphsage    GraphSAGE with the library's defaults (apps/graphsage/train.py)
 #   attribution  GraphSAGE without fetch-ahead, and with the CPU sampler
 #   smoke        the GPU read and batch tests alone
+#   repeats      gpu_array_batch_test's pinned batches (WarpsPrefetchWaitAndRead)
+#                run BATCH_REPEATS times (12); any failed run fails the step
 #   async        the kernel example (bench/async_kernel_bench.cu)
 #   cold         GraphSAGE over 7.6 GiB of features, every epoch cold, against
 #                memmap and the device's random 4 KiB read rate (about 6
@@ -26,7 +28,7 @@
 #                2 M uint32 through 1024 lines of 64 KiB, and gathers at 0.1x,
 #                1x and 10x the cache against the miss path
 study_summary="Python engine: GPU suite + pytest, stress, engine cost, GraphSAGE, fetch"
-study_steps="tests stress pyasync bench engine graphsage attribution smoke async cold fetch pressure variants"
+study_steps="tests stress pyasync bench engine graphsage attribution smoke repeats async cold fetch pressure variants"
 
 study_engine() {
   local py=${PYTHON:-python3}
@@ -40,6 +42,7 @@ study_engine() {
   GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
     gpu_build 7 warpstore_python $(want tests && echo "${gpu_test_names[@]}") \
     $(want smoke && echo gpu_array_read_test gpu_array_batch_test) \
+    $(want repeats && echo gpu_array_batch_test) \
     $(want async && echo async-kernel-bench)
   export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
 
@@ -91,6 +94,18 @@ study_engine() {
 
   if want smoke; then  # a short GPU check: array reads and the asynchronous batches of kernels
     gpu_tests gpu-smoke.log gpu_array_read_test gpu_array_batch_test
+  fi
+
+  if want repeats; then  # pinned kernel batches, run again and again (a race shows in some runs)
+    step "batch repeats: ${BATCH_REPEATS:-12} runs of GpuBatch.WarpsPrefetchWaitAndRead"
+    timeout 300 "$build/tests/gpu/gpu_array_batch_test" --gtest_repeat="${BATCH_REPEATS:-12}" \
+      --gtest_filter='Controllers/GpuBatch.WarpsPrefetch*' >"$out/batch-repeats.log" 2>&1
+    local failed
+    failed=$(grep -c '^\[  FAILED  \] Controllers' "$out/batch-repeats.log")
+    echo "batch repeats: $failed failed, $(grep -c '^\[       OK' "$out/batch-repeats.log") passed" |
+      tee -a "$out/summary.log" >&2
+    [ "$failed" = 0 ] || fail "batch repeats ($failed failed)"
+    pack_logs
   fi
 
   if want async; then  # the kernel example: tiled C = A * B, sync vs async vs CPU double buffering
