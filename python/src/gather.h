@@ -111,7 +111,7 @@ class erased_array {
   // more (and until they miss on fewer than 1 in 2), else 0 (see
   // admitting_).
   std::uint32_t admit_misses() const {
-    return admit_next_.load(std::memory_order_relaxed) ? miss_admit_ : 0;
+    return admitting_ && admit_next_.load(std::memory_order_relaxed) ? miss_admit_ : 0;
   }
   // Gathers that read misses around the cache (Array.stats()["admitting_gathers"]).
   std::uint64_t admitting_gathers() const {

@@ -205,14 +205,18 @@ def test_gathers_that_keep_missing_read_their_misses_around_the_cache(tmp_path, 
             np.testing.assert_array_equal(a[torch.from_numpy(idx).cuda()].cpu().numpy(), want[idx])
         assert a.stats()["admitting_gathers"] == 0
     monkeypatch.delenv("WARPSTORE_GATHER_MISS_ADMIT")
-    # Rows of a whole line, and 1-D gathers, never admit: a miss fills.
+    # Rows of a whole line, and 1-D gathers, never admit: a miss fills. Nor
+    # after large gathers that sort (and sample the cache) on such an array.
+    monkeypatch.setenv("WARPSTORE_GATHER_SORT_ROWS", "4096")
+    monkeypatch.setenv("WARPSTORE_GATHER_SORT_BYTES", "1MiB")
     for other in ((n * row // 128, 128), (n * row,)):
         with warpstore.open(path, "float32", other, cache="1MiB", line_size=512,
                             controller="memory") as a:
-            for _ in range(4):
-                idx = rng.integers(0, other[0], 20000)
+            for size in (20000, 20000, 2000, 2000):  # sorted and sampled, then not
+                idx = rng.integers(0, other[0], size)
                 np.testing.assert_array_equal(a[torch.from_numpy(idx).cuda()].cpu().numpy(),
                                               data.reshape(other)[idx])
+            assert a.stats()["sorted_gathers"] == 2
             assert a.stats()["admitting_gathers"] == 0
 
 
