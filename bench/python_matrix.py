@@ -532,7 +532,6 @@ class Matrix:
         _, w0, c0 = self.timed(lambda b: arr.gather(b.dev), warm, R)
         arr.reset_stats()
         st0 = arr.stats()
-        sorted0, admit0 = st0.get("sorted_gathers", 0), st0.get("admitting_gathers", 0)
         if mode == "sync":
             sec, w1, c1 = self.timed(lambda b: arr.gather(b.dev), timed, R, rounds=rounds)
         else:
@@ -540,16 +539,16 @@ class Matrix:
                                      rounds=rounds)
         st = arr.stats()
         rows = sum(b.n for b in timed)
-        # The share of the timed gathers that sorted their indices first
-        # (large gathers over the memory controller while they miss).
-        sorted_share = ((st.get("sorted_gathers", 0) - sorted0)
-                        / max(1, len(timed) * len(self.last_rounds)))
-        # ... and of those that read their misses around the cache (miss admission).
-        admit_share = ((st.get("admitting_gathers", 0) - admit0)
-                       / max(1, len(timed) * len(self.last_rounds)))
+
+        def share(key):  # of the timed gathers, those that counted themselves under `key`
+            return round((st.get(key, 0) - st0.get(key, 0))
+                         / max(1, len(timed) * len(self.last_rounds)), 3)
+
+        # sorted: large gathers over the memory controller while they miss;
+        # admitting: those that read their misses around the cache.
         return dict(rows_s=rows / sec, wrong=w0 + w1, checked=c0 + c1, seconds=sec, rows=rows,
-                    round_seconds=self.rounds_note(), sorted_share=round(sorted_share, 3),
-                    admit_share=round(admit_share, 3), read_around=st["read_around"],
+                    round_seconds=self.rounds_note(), sorted_share=share("sorted_gathers"),
+                    admit_share=share("admitting_gathers"), read_around=st["read_around"],
                     hit_rate=round(st["hit_rate"], 4), direct=st["direct"],
                     resident_share=st["resident_share"], cache_bytes=st["cache_bytes"],
                     line_size=st["line_size"])

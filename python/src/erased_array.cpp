@@ -44,15 +44,16 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
                                         opts);
     return std::make_unique<array<W>>(path, words, opts, byte_offset);
   });
-  sortable_ = sort_rows_ != 0 && gather_sm_share_ == 0 && runtime::gpu_build() &&
-              std::string_view(base_->shared_controller()->name()) == "memory" &&
+  // The GPU reads the rows' misses from host memory (the memory controller).
+  const bool host_memory = runtime::gpu_build() &&
+                           std::string_view(base_->shared_controller()->name()) == "memory";
+  sortable_ = host_memory && sort_rows_ != 0 && gather_sm_share_ == 0 &&
               rows * row_bytes > given.gather_sort_bytes;
   // Rows smaller than a line only, where a miss would read more than the
   // row; not 1-D gathers (with admission they hung an interrupt test once:
   // H100, 2026-11-27, not understood; BENCHMARKS.md).
-  admitting_ = miss_admit_ > 1 && runtime::gpu_build() && !opts.writable &&
-               row_bytes / word_bytes > 1 && row_bytes < opts.line_size &&
-               std::string_view(base_->shared_controller()->name()) == "memory";
+  admitting_ = host_memory && miss_admit_ > 1 && !opts.writable && row_bytes / word_bytes > 1 &&
+               row_bytes < opts.line_size;
 }
 
 bool erased_array::sorts(std::uint64_t n) const {

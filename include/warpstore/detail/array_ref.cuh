@@ -227,12 +227,6 @@ struct array_ref {
   // lane unless admit_misses > 1 on an array that reads around.
   WARPSTORE_HD const T* passed_element(unsigned mask, std::uint64_t i) const;
 
-  // Whether this miss on `line` fills it under admit_misses (see there).
-  WARPSTORE_HD bool admits(std::uint64_t line) const {
-    if (admit_misses <= 1) return true;
-    return detail::mix64(line * detail::golden_gamma ^ detail::cycles()) % admit_misses == 0;
-  }
-
   // The element-type-free view of this array's lines (write-back, flush).
   WARPSTORE_HD detail::line_io lines() const {
     return {cache, io, errors, first_block, end_block, timeout_ns, source};
@@ -240,6 +234,12 @@ struct array_ref {
 
  private:
   WARPSTORE_HD std::uint64_t line_of(std::uint64_t i) const { return i >> elems_per_line_log2; }
+
+  // Whether this miss on `line` fills it under admit_misses (see there):
+  // a hash of the line and the clock, one time in admit_misses.
+  WARPSTORE_HD bool admits(std::uint64_t line) const {
+    return detail::mix64(line * detail::golden_gamma ^ detail::cycles()) % admit_misses == 0;
+  }
 
   WARPSTORE_HD T* element_in(std::uint32_t slot, std::uint64_t i) const {
     return reinterpret_cast<T*>(cache.line_data(slot)) + (i & ((1ull << elems_per_line_log2) - 1));
