@@ -377,6 +377,13 @@ struct cache_ref {
       state(slot).fetch_or(line_state::dirty, detail::memory_order_relaxed);
   }
 
+  // Whether `slot` holds a published line (valid, not busy). A relaxed
+  // load: exact for a line the caller holds a pin on (it stays published),
+  // a hint otherwise.
+  WARPSTORE_HD bool published(std::uint32_t slot) const {
+    const std::uint32_t s = state(slot).load(detail::memory_order_relaxed);
+    return (s & (line_state::valid | line_state::busy)) == line_state::valid;
+  }
   WARPSTORE_HD std::uint32_t state_of(std::uint32_t slot) const {
     return state(slot).load(detail::memory_order_acquire);
   }

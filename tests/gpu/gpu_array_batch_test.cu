@@ -30,7 +30,7 @@ __device__ std::uint64_t mix(std::uint64_t x) {
 }
 
 struct counts {
-  unsigned long long wrong, failed_waits, misses_after;
+  unsigned long long wrong, failed_waits, misses_after, not_held;
 };
 
 // Each warp, `rounds` times: prefetch a span (overlapping other warps'
@@ -43,7 +43,7 @@ __global__ void batch_kernel(array_ref<std::uint64_t> a, int rounds, std::uint64
                              bool overlap, bool pin, counts* out) {
   const std::uint64_t warp_id = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32;
   const unsigned lane = threadIdx.x % 32;
-  unsigned long long bad = 0, failed = 0;
+  unsigned long long bad = 0, failed = 0, not_held = 0;
   for (int r = 0; r < rounds; ++r) {
     const std::uint64_t h = mix(warp_id * 977 + r);
     const std::uint64_t n = 1 + h % max_span;
@@ -60,7 +60,10 @@ __global__ void batch_kernel(array_ref<std::uint64_t> a, int rounds, std::uint64
     for (std::uint64_t i = first + lane; i < first + n; i += 32) {
       std::uint64_t v;
       if (pin) {
+        // nullptr: the line is not held published (a claim never filled
+        // reads as zeros otherwise).
         const std::uint64_t* p = a.pinned_element(i);
+        not_held += p == nullptr;
         v = p ? *p : ~tools::pattern_word(i * 8);
       } else {
         v = a[i];
@@ -71,6 +74,7 @@ __global__ void batch_kernel(array_ref<std::uint64_t> a, int rounds, std::uint64
   }
   if (lane == 0 && failed) atomicAdd(&out->failed_waits, failed);
   if (bad) atomicAdd(&out->wrong, bad);
+  if (not_held) atomicAdd(&out->not_held, not_held);
 }
 
 // One warp per tile, double-buffered: the batch of tile k+1 is posted before
@@ -171,6 +175,7 @@ TEST_P(GpuBatch, WarpsPrefetchWaitAndRead) {
         batch_kernel<<<132, 128>>>(g_ref, 8, 6 * per_line, g_overlap, g_pin, d);
       });
       EXPECT_EQ(c.wrong, 0u) << "overlap " << overlap << " pin " << pin;
+      EXPECT_EQ(c.not_held, 0u) << "overlap " << overlap << " pin " << pin;
       EXPECT_EQ(c.failed_waits, 0u) << "overlap " << overlap << " pin " << pin;
       a.check();
     }

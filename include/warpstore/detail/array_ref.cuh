@@ -206,12 +206,13 @@ struct array_ref {
   WARPSTORE_HD void release(batch_ticket& t) const;
 
   // The address of element i in the cache, for a lane whose warp holds a pin
-  // on its line (a waited batch posted with `pin`, or pin()): a tag lookup,
-  // no atomics. nullptr when the cache does not hold the line (then the
-  // caller held no pin on it).
+  // on its line (a waited batch posted with `pin`, or pin()): a tag lookup
+  // and the line's state word, no atomics. nullptr when the cache does not
+  // hold the line published (then the caller held no pin on it: a pinned
+  // line is never busy), never the bytes of a line still being filled.
   WARPSTORE_HD const T* pinned_element(std::uint64_t i) const {
     const std::uint32_t slot = cache.find_slot(cache_ref::key(source, line_of(i)));
-    return slot < cache.num_lines ? element_in(slot, i) : nullptr;
+    return slot < cache.num_lines && cache.published(slot) ? element_in(slot, i) : nullptr;
   }
 
   // Whether readers of this array read around the cache rather than wait
@@ -341,7 +342,22 @@ struct array_ref {
     }
   }
 
+  // Lanes leave a batch call (prefetch, post_write_back, wait, release)
+  // together: its per-lane loops (a lane's lines, unpin_lines) end at
+  // different trips, and lanes that reach the caller's next call in waves
+  // get their masks from __activemask() in waves too. On the H100 such
+  // waves came out overlapping (lanes 4, 6, 7, 9 posted a batch with mask
+  // 0x2da, lanes 13 to 31 with 0xffffe2d0): lanes disagreed on which of
+  // them claimed which line, a claimed line was never filled, and pinned
+  // reads after a successful wait read a line still busy (zeros;
+  // gpu_array_batch_test's pinned batches, 16 of 24 runs, where a change of
+  // code elsewhere in the kernel moved the waves). A barrier over the
+  // call's mask costs a few cycles; lanes that entered together leave so.
+  WARPSTORE_HD static void leave_together(unsigned mask) { detail::warp::sync(mask); }
+
   WARPSTORE_HD batch_ticket post_batch(std::uint64_t first, std::uint64_t n,
+                                       std::uint8_t kind) const;
+  WARPSTORE_HD batch_ticket post_parts(unsigned mask, std::uint64_t first, std::uint64_t n,
                                        std::uint8_t kind) const;
 
   // Round r of the part in flight as lane `rank` sees it: whether it has a

@@ -42,14 +42,15 @@ WARPSTORE_HD bool array_ref<T>::wait(batch_ticket& t) const {
     const unsigned lanes = detail::warp::popcount(mask);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     complete_part(t, mask, lanes, rank);
-    // Each lane pinned its own deferred lines in complete_part; the caller's
-    // lanes then read all of them. A warp barrier orders each lane's pin
-    // (the acquire that saw the line published) before the other lanes'
-    // reads, as batch_mask's does for the lines pinned when posting; a
-    // ballot does not order memory.
-    detail::warp::sync(mask);
   }
-  return detail::warp::ballot(mask, t.has_failed()) == 0;
+  const bool ok = detail::warp::ballot(mask, t.has_failed()) == 0;
+  // Each lane pinned its own deferred lines in complete_part; the caller's
+  // lanes then read all of them. A warp barrier orders each lane's pin (the
+  // acquire that saw the line published) before the other lanes' reads, as
+  // batch_mask's does for the lines pinned when posting (a ballot does not
+  // order memory), and the lanes leave together (see leave_together).
+  leave_together(mask);
+  return ok;
 }
 
 template <class T>
@@ -62,12 +63,21 @@ WARPSTORE_HD void array_ref<T>::release(batch_ticket& t) const {
   detail::warp::sync(mask);  // every lane's reads are done before the unpin
   unpin_lines(t.first_line, t.end_line, lanes, rank);
   t.flags &= static_cast<std::uint8_t>(~batch_ticket::pinned);
+  leave_together(mask);  // unpin_lines' trips differ between lanes
 }
 
 template <class T>
 WARPSTORE_HD batch_ticket array_ref<T>::post_batch(std::uint64_t first, std::uint64_t n,
                                                    std::uint8_t kind) const {
   const unsigned mask = calling_mask();
+  batch_ticket t = post_parts(mask, first, n, kind);
+  leave_together(mask);
+  return t;
+}
+
+template <class T>
+WARPSTORE_HD batch_ticket array_ref<T>::post_parts(unsigned mask, std::uint64_t first,
+                                                   std::uint64_t n, std::uint8_t kind) const {
   const unsigned lanes = detail::warp::popcount(mask);
   const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
   batch_ticket t;
