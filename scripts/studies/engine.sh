@@ -1,8 +1,11 @@
 # scripts/gpu.sh engine [STEP...]: the Python engine and training-loop
 # studies. Rows go to $OUT/*.json.
-#   tests        builds the Python extension (both targets) and the GPU test
-#                suite (bulk reads included), runs the GPU suite and pytest with the CUDA backend
-#                (the concurrency, interrupt and idle-engine tests among them)
+#   tests        suite and pytest below
+#   suite        the GPU test suite alone (the 7 binaries of ctest -L gpu, bulk
+#                reads included; no Python extension built)
+#   pytest       builds the Python extension (both targets) and runs pytest
+#                with the CUDA backend (the concurrency, interrupt and
+#                idle-engine tests among them)
 #   stress       the Python stress and interrupt study (bench/python_stress.py)
 #                on both backends, three processes at once (about 7 minutes;
 #                STRESS_OPS, STRESS_S)
@@ -28,7 +31,7 @@
 #                2 M uint32 through 1024 lines of 64 KiB, and gathers at 0.1x,
 #                1x and 10x the cache against the miss path
 study_summary="Python engine: GPU suite + pytest, stress, engine cost, GraphSAGE, fetch"
-study_steps="tests stress pyasync bench engine graphsage attribution smoke repeats async cold fetch pressure variants"
+study_steps="tests suite pytest stress pyasync bench engine graphsage attribution smoke repeats async cold fetch pressure variants"
 
 study_engine() {
   local py=${PYTHON:-python3}
@@ -39,15 +42,23 @@ study_engine() {
   local gpu_test_names=(gpu_array_read_test gpu_array_write_test gpu_queue_test gpu_checkpoint_test
                         gpu_log_test gpu_array_batch_test gpu_bulk_read_test)
   # shellcheck disable=SC2046 # lists of target names
+  # Every step but the GPU suite, the smoke test, the repeats and the
+  # kernel example runs Python.
+  local st python_target=""
+  for st in $steps; do
+    case $st in suite | smoke | repeats | async) ;; *) python_target=warpstore_python ;; esac
+  done
   GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
-    gpu_build 7 warpstore_python $(want tests && echo "${gpu_test_names[@]}") \
+    gpu_build 7 $python_target $( (want tests || want suite) && echo "${gpu_test_names[@]}") \
     $(want smoke && echo gpu_array_read_test gpu_array_batch_test) \
     $(want repeats && echo gpu_array_batch_test) \
     $(want async && echo async-kernel-bench)
   export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
 
-  if want tests; then
+  if want tests || want suite; then
     gpu_tests gpu-tests.log "${gpu_test_names[@]}"
+  fi
+  if want tests || want pytest; then
     timed pytest 360 "$py" -m pytest -q -p no:cacheprovider -rs --durations=15 "$root/python/tests"
   fi
 
