@@ -138,6 +138,10 @@ struct array_ref {
   // pass their own copies of the ticket to wait() (and release()). The
   // ticket remembers those lanes: wait and release reconverge them
   // (__syncwarp over the posting mask), so the warp may reach them diverged.
+  // prefetch itself takes the lanes converged at the call (calling_mask):
+  // call it from lanes that arrive together. Every batch call returns with
+  // its lanes together (leave_together), so a loop of prefetch, wait,
+  // reads and release posts each batch with the same lanes.
   //
   // prefetch posts reads of the lines holding elements [first, first + n)
   // and returns without waiting for them: a line the cache holds is a hit
