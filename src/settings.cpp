@@ -93,6 +93,7 @@ const char* to_string(controller_kind k) {
     case controller_kind::host: return "host";
     case controller_kind::memory: return "memory";
     case controller_kind::nvme_model: return "nvme-model";
+    case controller_kind::nvme: return "nvme";
     case controller_kind::automatic: break;
   }
   return "auto";
@@ -108,7 +109,9 @@ controller_kind parse_controller(const std::string& s) {
   if (v == "memory") return controller_kind::memory;
   if (v == "auto") return controller_kind::automatic;
   if (v == "nvme-model") return controller_kind::nvme_model;
-  throw invalid_argument("controller: expected auto, host, memory or nvme-model, got '" + s + "'");
+  if (v == "nvme") return controller_kind::nvme;
+  throw invalid_argument("controller: expected auto, host, memory, nvme-model or nvme, got '" + s +
+                         "'");
 }
 direct_io parse_direct(const std::string& s) {
   const std::string v = lower(s);
@@ -153,11 +156,13 @@ const setting table[] = {
     {.name = "ways", .variable = "WARPSTORE_CACHE_WAYS", .flag = "ways", .min = 1, .max = 64,
      .doc = "lines per set, 1 to 64", WARPSTORE_NUMERIC(ways)},
     {.name = "controller", .variable = "WARPSTORE_CONTROLLER", .python = "controller",
-     .flag = "controller", .type = type::choice, .choices = "auto|host|memory|nvme-model",
+     .flag = "controller", .type = type::choice, .choices = "auto|host|memory|nvme-model|nvme",
      .doc = "`host` (io_uring service threads); `memory` (the file in pinned host memory: a "
             "read-only file's page cache mapped and pinned, else a copy); `nvme-model` (GPU "
-            "threads drive the software NVMe device over the file; never picked by `auto`); "
-            "`auto`: `memory` for a "
+            "threads drive the software NVMe device over the file; never picked by `auto`); `nvme` "
+            "(GPU threads drive a real NVMe device through VFIO; the path is "
+            "`nvme://<PCI address>[/ns<N>]`, namespace 1 unless given, and only `nvme` or "
+            "`auto` take such a path); `auto`: `nvme` for an `nvme://` path, `memory` for a "
             "read-only file at most `WARPSTORE_MAPPED_MAX_BYTES` with at least 90 % of its pages "
             "in the page cache at open, `host` otherwise",
      WARPSTORE_WORD(controller, parse_controller)},
@@ -175,11 +180,13 @@ const setting table[] = {
             "count asked",
      WARPSTORE_NUMERIC(service_threads)},
     {.name = "queue_pairs", .variable = "WARPSTORE_QUEUES", .flag = "queues", .max = 65535,
-     .doc = "queue pairs of a host or nvme-model controller; 0: one per multiprocessor, at most 128",
+     .doc = "queue pairs of a host, nvme-model or nvme controller; 0: one per multiprocessor, at most "
+            "128",
      WARPSTORE_NUMERIC(queue_pairs)},
     {.name = "queue_depth", .variable = "WARPSTORE_QUEUE_DEPTH", .flag = "depth", .min = 2,
      .max = max_queue_depth, .power_of_two = true,
-     .doc = "entries per queue pair, a power of two from 2 to 4096", WARPSTORE_NUMERIC(queue_depth)},
+     .doc = "entries per queue pair, a power of two from 2 to 4096 (nvme: the device must grant them, "
+            "CAP.MQES)", WARPSTORE_NUMERIC(queue_depth)},
     {.name = "direct", .variable = "WARPSTORE_DIRECT", .python = "direct", .flag = "direct",
      .type = type::choice, .choices = "auto|on|off",
      .doc = "`on`: O_DIRECT; `off`: through the page cache; `auto`: through the page cache when at "

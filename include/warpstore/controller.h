@@ -65,11 +65,21 @@ class backing_file {
   // buffered I/O.
   backing_file(const std::string& path, direct_io mode,
                file_access access = file_access::read_only);
+  // A namespace of a device this process drives itself (the nvme
+  // controller): `bytes` of raw blocks named `name` ("nvme://0000:65:00.0/ns1")
+  // in messages, with no descriptor (fd() is -1). The controller moves every
+  // byte; nothing reads it through a file. lock_range takes no lock: VFIO
+  // lets one process at a time open the device's group, so no other process
+  // writes it.
+  static std::shared_ptr<backing_file> device_namespace(std::string name, std::uint64_t bytes,
+                                                        file_access access);
   ~backing_file();
   backing_file(const backing_file&) = delete;
   backing_file& operator=(const backing_file&) = delete;
 
   int fd() const { return fd_; }
+  // A device namespace (device_namespace()), not a file.
+  bool is_device_namespace() const { return fd_ < 0; }
   // A buffered descriptor of the same file: fd() itself unless it is
   // O_DIRECT. Writes of a partial last block go through it, since an
   // aligned O_DIRECT write there would grow the file.
@@ -112,6 +122,7 @@ class backing_file {
 
  private:
   friend class file_range_lock;
+  backing_file(std::string name, file_access access) : path_(std::move(name)), access_(access) {}
   // Drops `r`, one of held_, and unlocks what no other range of held_ covers.
   void unlock_range(const file_range_lock::range& r) const noexcept;
 

@@ -57,6 +57,9 @@ struct queue_pair_ref {
   std::uint32_t* sq_tail_doorbell;
   std::uint32_t* cq_head_doorbell;
   std::byte* staging;  // depth * slot_bytes; nullptr when the controller writes PRP1 directly
+  // The address the controller is given for `staging` (PRP1 of slot 0): its
+  // virtual address, except behind an IOMMU (nvme over VFIO: its IOVA).
+  std::uint64_t staging_device;
   std::uint32_t slot_bytes;
   std::uint32_t depth;  // power of two
   std::uint32_t depth_log2;
@@ -175,8 +178,9 @@ struct queue_pair_ref {
     cmd.cid = static_cast<std::uint16_t>(slot);
     cmd.nsid = nsid;
     if (cmd.opc != static_cast<std::uint8_t>(nvme::opcode::flush)) {
-      const auto data =
-          reinterpret_cast<std::uint64_t>(staging ? staging_of(ticket) : destination);
+      const std::uint64_t data =
+          staging ? staging_device + std::uint64_t{slot} * slot_bytes
+                  : reinterpret_cast<std::uint64_t>(destination);
       nvme::set_data(cmd, data);
       if (prp_lists != 0 &&
           (data & (nvme::memory_page - 1)) + (std::uint64_t{cmd.nlb()} << nvme::block_shift) >

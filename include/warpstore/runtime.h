@@ -42,6 +42,10 @@ void free_host_mapped(void* p) noexcept;
 // refuses (no UVA, a mapping it cannot pin). The CPU target pins nothing:
 // false.
 bool register_host(void* p, std::size_t bytes, bool read_only);
+// The same for a device's registers mapped into this process (a PCI BAR
+// through VFIO): cudaHostRegisterIoMemory, so GPU stores reach the device
+// as MMIO writes. Undone by unregister_host. The CPU target: false.
+bool register_io_memory(void* p, std::size_t bytes);
 void unregister_host(void* p) noexcept;
 
 void memset_device(void* dst, int value, std::size_t bytes);

@@ -9,7 +9,7 @@
 
 namespace warpstore {
 
-enum class controller_kind { host, memory, automatic, nvme_model };
+enum class controller_kind { host, memory, automatic, nvme_model, nvme };
 enum class direct_io { off, automatic, on };
 // How the host controller delivers bytes into GPU memory.
 enum class delivery {
@@ -32,12 +32,16 @@ struct options {
   std::size_t cache_bytes = std::size_t{1} << 30;
   std::uint32_t line_size = 4096;  // power of two, 512 B to 64 KiB
   std::uint32_t ways = 16;         // lines per set
-  // Controller (WARPSTORE_CONTROLLER = auto | host | memory | nvme-model).
+  // Controller (WARPSTORE_CONTROLLER = auto | host | memory | nvme-model | nvme).
   // auto: a read-only file that is in the page cache and at most
   // mapped_max_bytes gets the memory controller over the page cache itself
-  // (mapped and pinned, no copy); any other file the host controller.
+  // (mapped and pinned, no copy); any other file the host controller; a
+  // path `nvme://<PCI address>[/ns<N>]` the nvme controller.
   // nvme-model: GPU threads drive the software NVMe device over the file
   // (src/controller/nvme_controller.h); never chosen by auto.
+  // nvme: GPU threads drive a real NVMe device through VFIO; the path names
+  // it (`nvme://0000:65:00.0`, namespace 1, or `nvme://0000:65:00.0/ns2`)
+  // and no other controller takes such a path.
   controller_kind controller = controller_kind::automatic;
   // The largest file controller=auto maps (WARPSTORE_MAPPED_MAX_BYTES; 0:
   // an eighth of the machine's memory).

@@ -126,6 +126,16 @@ void array_base::read_range(std::uint64_t first_byte, std::uint64_t bytes, void*
   // The file is what the read sees: the array's dirty lines go there first.
   if (writable()) flush();
   controller_->check();
+  if (controller_->file().is_device_namespace()) {
+    error_info info;
+    info.kind = error_kind::runtime;
+    info.path = path();
+    throw runtime_error(path() + ": bulk reads are not built for the " +
+                            std::string(controller_->name()) +
+                            " controller (no file to read beside the device's queues); read "
+                            "through kernels or gathers",
+                        info);
+  }
   bulk_->read(controller_->file(), byte_offset_ + first_byte, bytes, dst, stream, interrupt);
 }
 

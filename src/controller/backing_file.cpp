@@ -244,6 +244,14 @@ backing_file::backing_file(const std::string& path, direct_io mode, file_access 
   }
 }
 
+std::shared_ptr<backing_file> backing_file::device_namespace(std::string name, std::uint64_t bytes,
+                                                            file_access access) {
+  std::shared_ptr<backing_file> f(new backing_file(std::move(name), access));
+  f->size_ = bytes;
+  f->block_device_ = true;
+  return f;
+}
+
 backing_file::~backing_file() {
   if (fd_ >= 0) ::close(fd_);
   if (buffered_fd_ >= 0) ::close(buffered_fd_);
@@ -272,6 +280,7 @@ file_range_lock backing_file::lock_range(std::uint64_t first, std::uint64_t end)
                            path_, first);
   file_range_lock lock;
   lock.bytes_ = {first, end};
+  if (fd_ < 0) return lock;  // a device namespace: VFIO excludes other processes
   const std::lock_guard<std::mutex> guard(locks_mutex_);
   // A refused lock is looked up with F_OFD_GETLK, which may find that the
   // other writer let go meanwhile: then try again, a few times.

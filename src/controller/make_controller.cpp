@@ -8,6 +8,7 @@
 #include "controller/host_controller.h"
 #include "controller/memory_controller.h"
 #include "controller/nvme_controller.h"
+#include "controller/nvme_target.h"
 #include "controller/residency.h"
 #include "warpstore/controller.h"
 
@@ -43,6 +44,21 @@ controller_kind choose(const std::string& path, const options& opts) {
 
 std::shared_ptr<controller> make_controller(const std::string& path, const options& opts) {
   opts.validate();
+  // An nvme:// path names a device, never a file: only the nvme controller
+  // (asked for, or picked by auto) takes it, and it takes nothing else.
+  if (nvme_target::names_device(path)) {
+    if (opts.controller != controller_kind::nvme && opts.controller != controller_kind::automatic)
+      throw invalid_argument("'" + path + "' names an NVMe device, which only controller=nvme "
+                             "(or auto) drives, not controller=" + to_string(opts.controller),
+                             path);
+    return std::make_shared<nvme_controller>(nvme_target::parse(path), opts, opts.line_size);
+  }
+  if (opts.controller == controller_kind::nvme)
+    throw invalid_argument("controller=nvme drives an NVMe device through VFIO, named "
+                           "nvme://<PCI address>[/ns<N>] (e.g. nvme://0000:65:00.0); '" + path +
+                           "' is not such a path (for a file, use controller=nvme-model, host, "
+                           "memory or auto)",
+                           path);
   const file_access access = opts.writable ? file_access::read_write : file_access::read_only;
   const controller_kind kind =
       opts.controller == controller_kind::automatic ? choose(path, opts) : opts.controller;

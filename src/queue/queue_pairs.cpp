@@ -17,7 +17,8 @@ std::uint32_t queue_pairs::count_for(const options& opts) {
   return opts.queue_pairs != 0 ? opts.queue_pairs : std::min(runtime::processor_count(), 128u);
 }
 
-void queue_pairs::init(std::uint32_t count, bool with_staging, std::uint64_t timeout_ns) {
+void queue_pairs::init(std::uint32_t count, bool with_staging, std::uint64_t timeout_ns,
+                       const device_alloc* alloc) {
   if (count == 0 || count > 65535)
     throw invalid_argument("queue pair count must be 1..65535, got " + std::to_string(count));
   // A GPU warp takes up to 32 tickets at once; they must not share a slot.
@@ -30,7 +31,16 @@ void queue_pairs::init(std::uint32_t count, bool with_staging, std::uint64_t tim
     throw invalid_argument("queue slot size must be a multiple of 512, got " +
                            std::to_string(slot_bytes_));
   const std::size_t entries = std::size_t{count} * depth_;
-  if (with_staging) staging_ = runtime::make_host_mapped<std::byte>(entries * slot_bytes_);
+  std::uint64_t staging_device = 0;
+  if (with_staging && alloc != nullptr) {
+    const device_buffer b = (*alloc)(entries * slot_bytes_);
+    staging_base_ = b.host;
+    staging_device = b.device;
+  } else if (with_staging) {
+    staging_ = runtime::make_host_mapped<std::byte>(entries * slot_bytes_);
+    staging_base_ = staging_.get();
+    staging_device = reinterpret_cast<std::uint64_t>(staging_base_);
+  }
   state_ = runtime::make_device<queue_state>(count);
   marks_ = runtime::make_device<std::uint64_t>(entries);
   turns_ = runtime::make_device<std::uint64_t>(entries);
@@ -40,7 +50,8 @@ void queue_pairs::init(std::uint32_t count, bool with_staging, std::uint64_t tim
   for (std::uint32_t i = 0; i < count; ++i) {
     queue_pair_ref& v = views_[i];
     const std::size_t base = std::size_t{i} * depth_;
-    v.staging = with_staging ? staging_.get() + base * slot_bytes_ : nullptr;
+    v.staging = with_staging ? staging_base_ + base * slot_bytes_ : nullptr;
+    v.staging_device = with_staging ? staging_device + base * slot_bytes_ : 0;
     v.slot_bytes = slot_bytes_;
     v.depth = depth_;
     v.depth_log2 = static_cast<std::uint32_t>(std::countr_zero(depth_));
@@ -80,10 +91,11 @@ queue_pairs::queue_pairs(std::uint32_t count, std::uint32_t depth, std::uint32_t
 }
 
 queue_pairs::queue_pairs(const std::vector<device_rings>& rings, std::uint32_t depth,
-                         std::uint32_t slot_bytes, std::uint32_t nsid, std::uint64_t timeout_ns)
+                         std::uint32_t slot_bytes, std::uint32_t nsid, std::uint64_t timeout_ns,
+                         const device_alloc& alloc)
     : depth_(depth), slot_bytes_(slot_bytes) {
   const auto count = static_cast<std::uint32_t>(rings.size());
-  init(count, /*with_staging=*/true, timeout_ns);
+  init(count, /*with_staging=*/true, timeout_ns, &alloc);
   // A slot's staging starts on a memory page when it is a page or more, so
   // its pages after the first are whole pages a PRP list can name.
   const std::uint64_t page = nvme::memory_page;
@@ -95,8 +107,8 @@ queue_pairs::queue_pairs(const std::vector<device_rings>& rings, std::uint32_t d
   // have its last entry read as a pointer to the next list).
   const std::uint32_t stride =
       list_entries == 0 ? 0 : std::bit_ceil(static_cast<std::uint32_t>(list_entries * 8));
-  if (list_entries != 0)
-    prp_lists_ = runtime::make_host_mapped<std::uint64_t>(std::size_t{count} * depth * stride / 8);
+  device_buffer lists_memory;
+  if (list_entries != 0) lists_memory = alloc(std::size_t{count} * depth * stride);
   for (std::uint32_t i = 0; i < count; ++i) {
     queue_pair_ref& v = views_[i];
     v.sq = rings[i].sq;
@@ -106,13 +118,13 @@ queue_pairs::queue_pairs(const std::vector<device_rings>& rings, std::uint32_t d
     v.qid = rings[i].qid;
     v.nsid = nsid;
     if (list_entries == 0) continue;
-    std::byte* lists = reinterpret_cast<std::byte*>(prp_lists_.get()) +
-                       std::size_t{i} * depth * stride;
-    v.prp_lists = reinterpret_cast<std::uint64_t>(lists);
+    const std::size_t first = std::size_t{i} * depth * stride;
+    std::byte* lists = lists_memory.host + first;
+    v.prp_lists = lists_memory.device + first;
     v.prp_list_stride = stride;
     for (std::uint32_t s = 0; s < depth; ++s) {
       auto* list = reinterpret_cast<std::uint64_t*>(lists + std::size_t{s} * stride);
-      const auto slot = reinterpret_cast<std::uint64_t>(v.staging + std::size_t{s} * slot_bytes);
+      const std::uint64_t slot = v.staging_device + std::uint64_t{s} * slot_bytes;
       for (std::uint64_t e = 0; e < list_entries; ++e) list[e] = slot + (e + 1) * page;
     }
   }
@@ -120,7 +132,7 @@ queue_pairs::queue_pairs(const std::vector<device_rings>& rings, std::uint32_t d
 }
 
 std::size_t queue_pairs::staging_bytes() const {
-  return staging_ ? std::size_t{count()} * depth_ * slot_bytes_ : 0;
+  return staging_base_ != nullptr ? std::size_t{count()} * depth_ * slot_bytes_ : 0;
 }
 
 std::uint64_t queue_pairs::protocol_errors() const {

@@ -55,6 +55,7 @@ void free_host_mapped(void* p) noexcept { std::free(p); }
 // under a mapping would kill the process (SIGBUS) where a GPU reads the
 // pinned pages it kept, so the memory controller copies here instead.
 bool register_host(void*, std::size_t, bool) { return false; }
+bool register_io_memory(void*, std::size_t) { return false; }
 void unregister_host(void*) noexcept {}
 
 void memset_device(void* dst, int value, std::size_t bytes) { std::memset(dst, value, bytes); }

@@ -71,6 +71,20 @@ bool register_host(void* p, std::size_t bytes, bool read_only) {
   }
   return true;
 }
+bool register_io_memory(void* p, std::size_t bytes) {
+  const unsigned flags = cudaHostRegisterIoMemory | cudaHostRegisterMapped | cudaHostRegisterPortable;
+  if (cudaHostRegister(p, bytes, flags) != cudaSuccess) {
+    (void)cudaGetLastError();  // refused: leave no error for the next call to find
+    return false;
+  }
+  void* dev = nullptr;
+  if (cudaHostGetDevicePointer(&dev, p, 0) != cudaSuccess || dev != p) {
+    (void)cudaGetLastError();
+    (void)cudaHostUnregister(p);
+    return false;
+  }
+  return true;
+}
 void unregister_host(void* p) noexcept { cudaHostUnregister(p); }
 
 void memset_device(void* dst, int value, std::size_t bytes) {

@@ -5,7 +5,9 @@
 // the doorbells in BAR0) passes them in instead.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "warpstore/queue.cuh"
@@ -30,12 +32,21 @@ class queue_pairs {
     std::uint32_t* cq_head_doorbell;
     std::uint16_t qid;
   };
+  // Memory such a device reaches: `bytes` zeroed, aligned to a memory page,
+  // kernels address it at `host`, the device at `device` (contiguous there
+  // too: an IOVA range behind an IOMMU, the virtual address without one).
+  // Its owner frees it, after the device's last DMA.
+  struct device_buffer {
+    std::byte* host = nullptr;
+    std::uint64_t device = 0;
+  };
+  using device_alloc = std::function<device_buffer(std::size_t bytes)>;
   // Over those rings, with staging and, for a device that walks PRPs, a
   // PRP list per slot: lines over two memory pages are addressed through
-  // it. Staging and lists are addressed by their virtual address (a device
-  // that sees another address needs a translation here).
+  // it. Both come from `alloc`, and the device is given their `device`
+  // addresses (PRP1, the list pointer in PRP2, the entries of the lists).
   queue_pairs(const std::vector<device_rings>& rings, std::uint32_t depth, std::uint32_t slot_bytes,
-              std::uint32_t nsid, std::uint64_t timeout_ns);
+              std::uint32_t nsid, std::uint64_t timeout_ns, const device_alloc& alloc);
 
   // How many pairs a controller makes for `opts`: options::queue_pairs, or
   // one per multiprocessor (processor on the CPU target), at most 128.
@@ -49,7 +60,7 @@ class queue_pairs {
   const queue_pair_ref& view(std::uint32_t i) const { return views_.at(i); }
   queue_set_ref device_ref() const { return {device_views_.get(), count()}; }
   // Staging memory of all queues, contiguous: queue i at i * depth * slot_bytes.
-  std::byte* staging() const { return staging_.get(); }
+  std::byte* staging() const { return staging_base_; }
   std::size_t staging_bytes() const;
   // Protocol errors counted by the GPU side (CQEs for slots not in flight).
   std::uint64_t protocol_errors() const;
@@ -67,7 +78,7 @@ class queue_pairs {
   runtime::host_mapped_ptr<nvme::completion> cq_;
   runtime::host_mapped_ptr<std::uint32_t> doorbells_;  // 16 words apart: one line each
   runtime::host_mapped_ptr<std::byte> staging_;
-  runtime::host_mapped_ptr<std::uint64_t> prp_lists_;
+  std::byte* staging_base_ = nullptr;  // staging_, or the device's staging from its alloc
   runtime::device_ptr<queue_state> state_;
   runtime::device_ptr<std::uint64_t> marks_;
   runtime::device_ptr<std::uint64_t> turns_;
@@ -77,7 +88,8 @@ class queue_pairs {
 
   // Validates depth and slot size; allocates the device-private state and
   // fills every view but its rings and doorbells.
-  void init(std::uint32_t count, bool with_staging, std::uint64_t timeout_ns);
+  void init(std::uint32_t count, bool with_staging, std::uint64_t timeout_ns,
+            const device_alloc* alloc = nullptr);
   void publish();
 };
 
