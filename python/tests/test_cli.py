@@ -16,7 +16,7 @@ def cli(*args):
 
 def test_info():
     i = json.loads(cli("info", "--json"))
-    assert i["controllers"] == ["host", "memory", "nvme-model"] and i["settings"]["line_size"] == 4096
+    assert i["controllers"] == ["host", "memory", "nvme-model", "nvme"] and i["settings"]["line_size"] == 4096
 
 
 def test_gen(tmp_path):
@@ -116,7 +116,7 @@ def test_bench_gather_refuses_bad_arguments_before_writing(tmp_path, args, word)
     ("WARPSTORE_THREADS", "4294967300"),
     ("WARPSTORE_LINE_SIZE", "3000"),
     ("WARPSTORE_CACHE_BYTES", "lots"),
-    ("WARPSTORE_CONTROLLER", "nvme"),
+    ("WARPSTORE_CONTROLLER", "vfio"),
 ])
 def test_bad_environment_is_one_line(tmp_path, var, value):
     assert var in cli_fails("info", env={var: value})

@@ -139,9 +139,10 @@ def test_ready_device_is_all_ok(tree, capsys):
     assert "intel_iommu=on" in r["iommu"]["detail"]
     assert cli.main(["nvme", "doctor", BDF, *tree.args()]) == 0
     out = capsys.readouterr().out.strip().splitlines()
-    assert out[-1] == ("The `nvme` controller over VFIO is not built in this version; "
-                       "`controller=\"nvme-model\"` runs the same GPU data path against the "
-                       "software device.")
+    assert out[-1] == ("The `nvme` controller (`controller=\"nvme\"`, path nvme://BDF) opens the "
+                       "device through VFIO, but has not yet run on a real device or a real "
+                       "kernel's VFIO (docs/NVME.md); `controller=\"nvme-model\"` runs the same "
+                       "GPU data path against the software device.")
     assert out[-2] == "nothing MISSING"
     assert not any(line.startswith("MISSING") for line in out)
 
@@ -345,7 +346,7 @@ def test_json_parses(tree, capsys):
     assert {d["state"] for d in doc} <= {"OK", "MISSING", "WARN", "INFO"}
     by = {d["check"]: d for d in doc}
     assert by[f"{BDF} driver"]["state"] == "MISSING"
-    assert doc[-1]["check"] == "nvme controller" and "not built" in doc[-1]["detail"]
+    assert doc[-1]["check"] == "nvme controller" and "not yet run on a real device" in doc[-1]["detail"]
 
 
 def test_cli_usage_errors_exit_2(tree, capsys):

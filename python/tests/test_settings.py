@@ -42,7 +42,7 @@ def test_setters_override_the_environment_and_reset(monkeypatch):
     assert settings.controller() == "auto"
 
 
-@pytest.mark.parametrize("name,value", [("line_size", 1000), ("controller", "nvme"), ("threads", 0),
+@pytest.mark.parametrize("name,value", [("line_size", 1000), ("controller", "vfio"), ("threads", 0),
                                         ("cache", "lots"), ("deadline", -1), ("cache", 4096),
                                         ("direct", "maybe")])
 def test_bad_values_are_value_errors(name, value):

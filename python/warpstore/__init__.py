@@ -28,7 +28,7 @@ def info():
         "version": __version__,
         "backend": "cuda" if b.gpu_build() else "cpu",
         "device": b.device_name(),
-        "controllers": ["host", "memory", "nvme-model"],
+        "controllers": ["host", "memory", "nvme-model", "nvme"],
         "settings": settings.as_dict(),
     }
 

@@ -708,6 +708,18 @@ def _resolve_shape(path, dtype_name, shape, offset):
     return shape
 
 
+def _device_shape(path, shape):
+    """The shape of an array over an NVMe device (an nvme:// path): given in
+    full, since the namespace's size is read only when the device is open
+    (the controller checks the rows against it)."""
+    shape = _shape_tuple(shape)
+    if not shape or any(s <= 0 for s in shape):
+        raise ValueError(f"{path}: an array over an NVMe device needs its shape with the row count "
+                         f"(N or (N, D, ...), no -1): the namespace's size is known only once the "
+                         f"device is open; got {shape}")
+    return shape
+
+
 def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None, threads=None,
          deadline=None, direct=None, offset=0, mode="r", backend=None):  # noqa: A001 (mirrors builtins.open)
     """Opens `path` as an array of `dtype` and `shape` read through a cache.
@@ -733,9 +745,15 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
         pages mapped and pinned, no copy; "host" otherwise), "host" (io_uring
         service threads reading the file), "memory" (the file in pinned
         host memory, read by the GPU; stats() says "controller" and
-        "mapped") or "nvme-model" (GPU threads drive the software NVMe
+        "mapped"), "nvme-model" (GPU threads drive the software NVMe
         device over the file: its queues, doorbells and PRPs, no CPU
-        thread of warpstore's on the path); deadline is in seconds; direct
+        thread of warpstore's on the path) or "nvme" (GPU threads drive a
+        real NVMe device through VFIO: `path` is "nvme://<PCI address>",
+        namespace 1, or "nvme://<PCI address>/ns<N>"; "auto" picks "nvme"
+        for such a path and no other controller takes one; the array is
+        the namespace's raw blocks from LBA 0, and `shape` must give the
+        row count, since the device's size is known only once it is open;
+        docs/NVME.md); deadline is in seconds; direct
         is "auto" (through the page cache when at least half of a sample of
         the file's pages is cached there at open, else O_DIRECT where the
         file allows it; stats() says which: "direct", "resident_share"),
@@ -751,11 +769,13 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
     path = os.fsdecode(os.fspath(path))  # bytes paths too; undecodable bytes round-trip
     if "\0" in path:
         raise ValueError(f"path holds a NUL character: {path!r}")
-    os.stat(path)  # FileNotFoundError, PermissionError, ... naming the path
+    device = path[:7].lower() == "nvme://"  # a device the nvme controller opens, not a file
+    if not device:
+        os.stat(path)  # FileNotFoundError, PermissionError, ... naming the path
     name, _ = _dtype_name(dtype)
     if isinstance(offset, bool) or not isinstance(offset, (int, np.integer)) or offset < 0:
         raise ValueError(f"offset must be a non-negative integer, got {offset!r}")
-    shape = _resolve_shape(path, name, shape, int(offset))
+    shape = _device_shape(path, shape) if device else _resolve_shape(path, name, shape, int(offset))
     s = _settings.as_dict()
     shared = cache if isinstance(cache, Cache) else None
     given = {"cache": None if shared else cache, "line_size": line_size, "controller": controller,

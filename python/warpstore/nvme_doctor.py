@@ -4,8 +4,9 @@ threads), one line per check, each with its fix.
 
 Everything is read from files (sysfs, /dev, /proc), so --sysfs, --dev and
 --proc can point at a fake tree; nothing is written, nothing is opened but
-for reading, and no ioctl is made. The `nvme` controller itself is not built
-in this version (docs/NVME.md); `controller="nvme-model"` runs the same GPU
+for reading, and no ioctl is made. With every check OK, `controller="nvme"`
+over `nvme://BDF` opens the device; that controller has not yet run on a
+real device (docs/NVME.md), and `controller="nvme-model"` runs the same GPU
 data path against the software device.
 
 Standard library only: importable without the compiled extension.
@@ -24,8 +25,10 @@ MEMLOCK_MIN = 1 << 30
 
 OK, MISSING, WARN, INFO = "OK", "MISSING", "WARN", "INFO"
 
-NOT_BUILT = ("the `nvme` controller over VFIO is not built in this version; "
-             "`controller=\"nvme-model\"` runs the same GPU data path against the software device")
+NOT_BUILT = ("the `nvme` controller (`controller=\"nvme\"`, path nvme://BDF) opens the device "
+             "through VFIO, but has not yet run on a real device or a real kernel's VFIO "
+             "(docs/NVME.md); `controller=\"nvme-model\"` runs the same GPU data path against "
+             "the software device")
 
 # Drivers a device may have and still leave its IOMMU group viable for VFIO
 # (the kernel's vfio_dev_driver_allowed), besides vfio-pci; None: no driver.

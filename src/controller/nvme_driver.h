@@ -1,5 +1,5 @@
-// The user-space NVMe driver core: what the coming `nvme` controller does on
-// the host, independent of VFIO and of the GPU data path.
+// The user-space NVMe driver core: what the `nvme` and `nvme-model`
+// controllers do on the host, independent of VFIO and of the GPU data path.
 //
 // It brings a controller up exactly as NVMe 1.4 says (section 7.6.1:
 // disable, admin queues, CC, enable; Identify; Set Features Number of
@@ -20,10 +20,10 @@
 //    iova() from its own mapping table. Nothing in the driver assumes
 //    iova == virtual address.
 //
-// Not wired in: no warpstore `controller` uses this, and neither
-// make_controller nor the settings know it. The `nvme` controller that would
-// own a driver, map the doorbells into the GPU and run the GPU data path over
-// its queue pairs (with VFIO underneath) is not built.
+// Used by nvme_controller (nvme_controller.h), which owns a driver, maps the
+// doorbells into the GPU and runs the GPU data path over its queue pairs:
+// over the model (`controller="nvme-model"`) or over a device through VFIO
+// (`controller="nvme"`, which has not run on a real device).
 //
 // Not done (by design, for now): interrupts (everything polls), more than
 // one namespace (nsid is an option, one per driver), SGLs, metadata / end-to-end
@@ -147,10 +147,10 @@ struct nvme_capabilities {
   bool contiguous_queues_required = false;     // CQR
 };
 
-// One I/O queue pair as the data path will drive it: SQ and CQ qid, the
-// rings (host virtual address and device address) and the two doorbells in
-// the BAR. The GPU data path will register the BAR's doorbell page with
-// cudaHostRegisterIoMemory and write these doorbells from GPU threads.
+// One I/O queue pair as the data path drives it: SQ and CQ qid, the rings
+// (host virtual address and device address) and the two doorbells in the
+// BAR. nvme_controller registers the BAR with the GPU (a device's with
+// cudaHostRegisterIoMemory) and GPU threads write these doorbells.
 struct nvme_queue_pair {
   std::uint16_t qid = 0;
   std::uint32_t entries = 0;       // both rings

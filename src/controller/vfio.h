@@ -19,8 +19,10 @@
 // node or a sysfs file, every ioctl returns (VFIO_DEVICE_RESET is bounded
 // by the kernel's own reset timeouts).
 //
-// Not here: the `nvme` controller wiring (make_controller, settings), GPU
-// memory as a PRP target (a dma-buf cannot be mapped through type1), iommufd,
+// The `nvme` controller (nvme_controller.h) opens devices through this;
+// none of it has run against a real kernel's VFIO or a real device.
+//
+// Not here: GPU memory as a PRP target (a dma-buf cannot be mapped through type1), iommufd,
 // interrupts (the driver polls), and the IOMMU's valid IOVA ranges
 // (VFIO_IOMMU_TYPE1_INFO_CAP_IOVA_RANGE): the default IOVA window,
 // [4 GiB, 512 GiB), lies inside the 39-bit address width every VT-d and

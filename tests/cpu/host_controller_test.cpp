@@ -396,7 +396,9 @@ TEST(HostControllerPull, PrpOutsideOwnStagingSlotIsRejected) {
   auto ctl = make(f, test_options(delivery::gpu_pull, 1, 4, 1));
   queue_pair_ref qp = ctl->device_ref().queues.pick(0);
   queue_pair_ref shifted = qp;
-  shifted.staging = qp.staging + 512;  // PRP1 no longer the slot the cid names
+  // PRP1 (the staging's device address) no longer the slot the cid names.
+  shifted.staging = qp.staging + 512;
+  shifted.staging_device = qp.staging_device + 512;
   std::vector<std::byte> dst(4096);
   nvme::status st = read_blocks(shifted, 0, 1, dst.data());
   EXPECT_EQ(st.code(), nvme::sc::invalid_field) << describe(st);
