@@ -68,6 +68,12 @@ bool wait_interruptibly(cudaEvent_t ev, const call_slot& slot, const interrupt_p
                         const late_hook& late) {
   using clock = std::chrono::steady_clock;
   constexpr auto poll_period = std::chrono::milliseconds(20);
+  // The first half millisecond polls without giving the core away: a
+  // small gather ends within it, and a yield there hands the core to any
+  // runnable thread for a whole timeslice (a torch pool's threads spin
+  // after their parallel region), which turned 50 us gathers into
+  // milliseconds now and then. Then yields until 2 ms, then sleeps.
+  constexpr auto busy_for = std::chrono::microseconds(500);
   constexpr auto spin_for = std::chrono::milliseconds(2);
   const auto start = clock::now();
   auto next_poll = start + poll_period;
@@ -80,10 +86,10 @@ bool wait_interruptibly(cudaEvent_t ev, const call_slot& slot, const interrupt_p
     if (!late_called)
       late_called = late(static_cast<std::uint64_t>(
           std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count()));
-    if (now - start < spin_for)
-      std::this_thread::yield();
-    else
+    if (now - start >= spin_for)
       std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else if (now - start >= busy_for)
+      std::this_thread::yield();
     if (!asked && poll && now >= next_poll) {
       next_poll = now + poll_period;
       if (poll()) {
