@@ -56,23 +56,11 @@ void* alloc_host_mapped(std::size_t bytes) {
 }
 void free_host_mapped(void* p) noexcept { cudaFreeHost(p); }
 
-bool register_host(void* p, std::size_t bytes, bool read_only) {
-  const unsigned flags =
-      cudaHostRegisterMapped | cudaHostRegisterPortable | (read_only ? cudaHostRegisterReadOnly : 0u);
-  if (cudaHostRegister(p, bytes, flags) != cudaSuccess) {
-    (void)cudaGetLastError();  // refused: leave no error for the next call to find
-    return false;
-  }
-  void* dev = nullptr;
-  if (cudaHostGetDevicePointer(&dev, p, 0) != cudaSuccess || dev != p) {
-    (void)cudaGetLastError();
-    cudaHostUnregister(p);
-    return false;
-  }
-  return true;
-}
-bool register_io_memory(void* p, std::size_t bytes) {
-  const unsigned flags = cudaHostRegisterIoMemory | cudaHostRegisterMapped | cudaHostRegisterPortable;
+namespace {
+// Registers [p, p + bytes) with `flags` (mapped among them); false, with no
+// CUDA error left behind, if the driver refuses or the device address is
+// not the host's (no UVA).
+bool register_mapped(void* p, std::size_t bytes, unsigned flags) {
   if (cudaHostRegister(p, bytes, flags) != cudaSuccess) {
     (void)cudaGetLastError();  // refused: leave no error for the next call to find
     return false;
@@ -84,6 +72,17 @@ bool register_io_memory(void* p, std::size_t bytes) {
     return false;
   }
   return true;
+}
+}  // namespace
+
+bool register_host(void* p, std::size_t bytes, bool read_only) {
+  return register_mapped(p, bytes,
+                         cudaHostRegisterMapped | cudaHostRegisterPortable |
+                             (read_only ? cudaHostRegisterReadOnly : 0u));
+}
+bool register_io_memory(void* p, std::size_t bytes) {
+  return register_mapped(
+      p, bytes, cudaHostRegisterIoMemory | cudaHostRegisterMapped | cudaHostRegisterPortable);
 }
 void unregister_host(void* p) noexcept { cudaHostUnregister(p); }
 
