@@ -1,5 +1,6 @@
 """The warpstore command line: gen (test files, feature matrices, graphs),
-bench (from a checkout: the gather benchmark, bench/python_gather.py; the
+load (a file's bytes into a file or an nvme:// device through the library's
+write path, read back to verify), bench (from a checkout: the gather benchmark, bench/python_gather.py; the
 regime map, bench/python_matrix.py; the core benchmarks through
 warpstore-bench), info (device, controllers, settings), nvme doctor (what
 this machine lacks for the bare-metal nvme controller: IOMMU, vfio-pci, the
@@ -68,6 +69,13 @@ def _size_text(text):
     """A size checked like _size, kept as written (results record it so)."""
     _size(text)
     return text
+
+
+def _offset(text):
+    """A byte offset like 0, 4096 or 1MiB (zero or more)."""
+    if text.strip() == "0":
+        return 0
+    return _size(text)
 
 
 def _zipf(text):
@@ -144,6 +152,53 @@ def _gen(args):
         print(f"{args.path}: int64 [2, {edges}] edges over {args.nodes} nodes")
 
 
+def _load(args):
+    """Copies SRC into DST from --offset through the extension (load_file:
+    run_warps bodies writing through array_ref::write_span, a flush, a read
+    back from the device). The checks here refuse what the library would
+    refuse too, before anything opens DST writable."""
+    from ._backend import backend
+
+    src, dst, offset = args.src, args.dst, args.offset
+    if not os.path.exists(src):
+        _fail(f"load: {src} does not exist")
+    if not os.path.isfile(src):
+        _fail(f"load: {src} is not a regular file")
+    size = os.path.getsize(src)
+    if size == 0:
+        _fail(f"load: {src} is empty: nothing to load")
+    if offset % 512:
+        _fail(f"load: --offset {offset} is not a multiple of the 512-byte block size")
+    if not dst.startswith("nvme://"):
+        if not os.path.exists(dst):
+            _fail(f"load: {dst} does not exist (it is written in place: create it at its full "
+                  f"size first, e.g. truncate -s SIZE {dst})")
+        if os.path.isdir(dst):
+            _fail(f"load: {dst} is a directory")
+        # A block device's size is the library's to check (getsize says 0).
+        if os.path.isfile(dst) and offset + size > os.path.getsize(dst):
+            _fail(f"load: {src} ({size} bytes) at offset {offset} needs {offset + size} bytes, "
+                  f"{dst} holds {os.path.getsize(dst)}")
+    try:
+        r = backend().load_file(os.fsencode(src), os.fsencode(dst), offset,
+                                args.controller or "", args.chunk)
+    except RuntimeError as e:
+        # A device that cannot be opened (no such PCI function, no VFIO), a
+        # failed write: the library's message names the missing piece.
+        _fail("load: " + " ".join(str(e).split()))
+    seconds = r["write_seconds"]
+    rate = size / seconds / 1e9 if seconds > 0 else float("inf")
+    where = f"{dst} at byte {offset}" if offset else dst
+    if r["first_mismatch"] is not None:
+        bad = r["first_mismatch"]
+        print(f"{src} -> {where}: {size} bytes written in {seconds:.3f} s ({rate:.2f} GB/s); "
+              f"read back: MISMATCH at byte {offset + bad} of {dst} (byte {bad} of {src})")
+        return 1
+    print(f"{src} -> {where}: {size} bytes ({_tools.human_bytes(size)}) in {seconds:.3f} s "
+          f"({rate:.2f} GB/s), read back in {r['verify_seconds']:.3f} s: verified")
+    return 0
+
+
 def _checkout_file(relative):
     """`relative` in the warpstore checkout this package runs from (PYTHONPATH=python),
     or in the current directory or one above it; None if there is none."""
@@ -212,6 +267,18 @@ def main(argv=None):
     g.add_argument("--degree", type=_positive, default=10)
     g.add_argument("--seed", type=_seed, default=0)
 
+    ld = sub.add_parser("load", help="copy a file into a file or an nvme:// device through the "
+                        "library's write path, flush, read back to verify (docs/NVME.md)")
+    ld.add_argument("src", help="the file whose bytes are loaded")
+    ld.add_argument("dst", help="a file (written in place, not grown) or nvme://<PCI address>"
+                    "[/ns<N>]")
+    ld.add_argument("--offset", type=_offset, default=0,
+                    help="the byte of DST the copy starts at, a multiple of 512 (default 0)")
+    ld.add_argument("--controller", choices=["auto", "host", "memory", "nvme-model", "nvme"],
+                    help="the controller for DST (default: WARPSTORE_CONTROLLER, else auto)")
+    ld.add_argument("--chunk", type=_size, default=64 << 20,
+                    help="bytes copied at a time (default 64MiB)")
+
     b = sub.add_parser("bench", help="gather benchmark (bench/python_gather.py); regime map "
                        "(bench/python_matrix.py); core benchmarks (warpstore-bench)")
     b.add_argument("which", choices=["gather", "matrix", "core"])
@@ -228,7 +295,7 @@ def main(argv=None):
 
     args = p.parse_args(argv)
     try:
-        return {"gen": _gen, "bench": _bench, "info": _info,
+        return {"gen": _gen, "load": _load, "bench": _bench, "info": _info,
                 "nvme": _nvme}[args.command](args) or 0
     except (ValueError, OSError) as e:
         # Bad settings (WARPSTORE_* variables included), files that cannot be
