@@ -119,6 +119,9 @@ load_result load_file(const std::string& src, const std::string& dst, std::uint6
     const auto started = std::chrono::steady_clock::now();
     const array_ref<std::byte> ref = a.ref();
     const std::uint64_t line = a.cache().line_size();
+    // The service threads poll at full speed while the copy runs: asleep,
+    // each command would wait milliseconds for one to wake.
+    const activity_scope awake(*a.shared_controller());
     // Whole lines a chunk, so every chunk but the last starts and ends on one.
     const std::uint64_t chunk = std::max(line, chunk_bytes / line * line);
     auto buffer = runtime::make_host_mapped<std::byte>(std::min(chunk, bytes), false);
@@ -141,6 +144,7 @@ load_result load_file(const std::string& src, const std::string& dst, std::uint6
   array<std::byte> a(dst, bytes, opts, offset);
   const array_ref<std::byte> ref = a.ref();
   const std::uint64_t line = a.cache().line_size();
+  const activity_scope awake(*a.shared_controller());
   const std::uint64_t chunk = std::max(line, chunk_bytes / line * line);
   auto device = runtime::make_host_mapped<std::byte>(std::min(chunk, bytes), false);
   auto expected = std::make_unique<std::byte[]>(std::min(chunk, bytes));

@@ -191,11 +191,11 @@ def _load(args):
     where = f"{dst} at byte {offset}" if offset else dst
     if r["first_mismatch"] is not None:
         bad = r["first_mismatch"]
-        print(f"{src} -> {where}: {size} bytes written in {seconds:.3f} s ({rate:.2f} GB/s); "
+        print(f"{src} -> {where}: {size} bytes written in {seconds:.3f} s ({rate:.3g} GB/s); "
               f"read back: MISMATCH at byte {offset + bad} of {dst} (byte {bad} of {src})")
         return 1
     print(f"{src} -> {where}: {size} bytes ({_tools.human_bytes(size)}) in {seconds:.3f} s "
-          f"({rate:.2f} GB/s), read back in {r['verify_seconds']:.3f} s: verified")
+          f"({rate:.3g} GB/s), read back in {r['verify_seconds']:.3f} s: verified")
     return 0
 
 
