@@ -4,8 +4,10 @@ device and compared. The destination's other bytes stay as they were; bad
 input is refused in one line before anything is written."""
 import hashlib
 import os
+import signal
 import subprocess
 import sys
+import time
 
 import numpy as np
 import pytest
@@ -130,3 +132,27 @@ def test_a_device_that_cannot_be_opened(files):
     src, _ = files
     line = fails(str(src), f"nvme://{ADDRESS}")
     assert f"{ADDRESS}: no such PCI device" in line, line
+
+
+def test_ctrl_c_stops_the_copy_between_chunks(tmp_path):
+    """SIGINT once the first bytes reached the destination: the copy stops
+    at the next chunk (the extension raises KeyboardInterrupt; the CLI says
+    so in one line, status 130), long before the end of DST is written."""
+    src, dst = tmp_path / "src.bin", tmp_path / "dst.bin"
+    src.write_bytes(b"\x77" * (64 << 20))
+    dst.write_bytes(b"\0" * (64 << 20))
+    p = subprocess.Popen([sys.executable, "-m", "warpstore", "load", str(src), str(dst),
+                          "--controller", "nvme-model", "--chunk", "64KiB"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=ENV)
+    deadline = time.monotonic() + 120
+    with open(dst, "rb") as f:
+        while f.read(4096) == b"\0" * 4096 and p.poll() is None and time.monotonic() < deadline:
+            f.seek(0)
+            time.sleep(0.001)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 130, (p.returncode, out, err)
+    assert err.strip() == f"warpstore: load: interrupted; {dst} may hold part of {src}"
+    with open(dst, "rb") as f:
+        f.seek((64 << 20) - 4096)
+        assert f.read() == b"\0" * 4096

@@ -186,6 +186,10 @@ def _load(args):
         # A device that cannot be opened (no such PCI function, no VFIO), a
         # failed write: the library's message names the missing piece.
         _fail("load: " + " ".join(str(e).split()))
+    except KeyboardInterrupt:
+        # The extension stopped between chunks: one line, as for errors.
+        sys.stderr.write(f"warpstore: load: interrupted; {dst} may hold part of {src}\n")
+        return 130
     seconds = r["write_seconds"]
     rate = size / seconds / 1e9 if seconds > 0 else float("inf")
     where = f"{dst} at byte {offset}" if offset else dst
