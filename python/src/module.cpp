@@ -19,14 +19,15 @@
 #include <utility>
 
 #include "gather.cuh"
+#include "binding.h"
 #include "gather.h"
-#include "load.h"
 #include "warpstore/runtime.h"
 #include "warpstore/settings_table.h"
 
 namespace nb = nanobind;
 using namespace warpstore;
 using warpstore::python::erased_array;
+using warpstore::python::signal_poll;
 
 #ifndef WARPSTORE_PY_MODULE
 #error "WARPSTORE_PY_MODULE names the module (_warpstore_cpu or _warpstore_cuda)"
@@ -166,20 +167,6 @@ class gate_pass {
 
  private:
   call_gate& g_;
-};
-
-// The poll a gather calls while it waits: takes the GIL for a moment and
-// runs Python's signal handlers (main thread only). A handler that raised
-// (Ctrl-C: KeyboardInterrupt) cancels the gather; its exception is kept and
-// raised once the gather has stopped.
-struct signal_poll {
-  std::optional<nb::python_error> raised;
-  bool operator()() {
-    nb::gil_scoped_acquire gil;
-    if (PyErr_CheckSignals() == 0) return false;
-    raised.emplace();  // fetches and clears the error indicator
-    return true;
-  }
 };
 
 // A gather started by gather_async: owned jointly by the Python handle
@@ -778,41 +765,7 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
           make_options(cache, line, ctl, thr, timeout_ms, direct);
         });
 
-  // warpstore load (load.h): the paths as bytes (os.fsencode). The GIL is
-  // released while it copies; Ctrl-C stops it between chunks and raises
-  // KeyboardInterrupt once it has stopped. Settings as Array's; the
-  // controller "" is the environment's (WARPSTORE_CONTROLLER, else auto).
-  m.def(
-      "load_file",
-      [](nb::bytes src_bytes, nb::bytes dst_bytes, std::uint64_t offset,
-         const std::string& ctl, std::uint64_t chunk_bytes) {
-        const std::string src(src_bytes.c_str(), src_bytes.size());
-        const std::string dst(dst_bytes.c_str(), dst_bytes.size());
-        options opts = options::from_environment();
-        if (!ctl.empty()) opts.controller = parse_controller(ctl);
-        signal_poll poll;
-        python::load_result r;
-        try {
-          nb::gil_scoped_release release;
-          r = python::load_file(src, dst, offset, opts, chunk_bytes, std::ref(poll));
-        } catch (...) {
-          if (!poll.raised) throw;
-        }
-        if (poll.raised) throw std::move(*poll.raised);
-        nb::dict d;
-        d["bytes"] = r.bytes;
-        d["write_seconds"] = r.write_seconds;
-        d["verify_seconds"] = r.verify_seconds;
-        d["first_mismatch"] = r.first_mismatch == python::no_mismatch
-                                  ? nb::none()
-                                  : nb::object(nb::int_(r.first_mismatch));
-        return d;
-      },
-      nb::arg("src"), nb::arg("dst"), nb::arg("offset") = 0, nb::arg("controller") = "",
-      nb::arg("chunk_bytes") = python::load_chunk_bytes,
-      "Copies file src into dst from byte offset through the write path, flushes, reads it "
-      "back from the device and compares; a dict of bytes, write_seconds, verify_seconds, "
-      "first_mismatch (None when all verified)");
+  python::bind_load(m);
 
   nb::class_<py_array>(m, "Array")
       .def("__init__",
