@@ -139,9 +139,9 @@ load_result load_file(const std::string& src, const std::string& dst, std::uint6
 
   // A fresh read-only array with a cache of its own: every byte comes from
   // the device, none from the lines the writes left.
-  const auto verify_started = std::chrono::steady_clock::now();
   opts.writable = false;
   array<std::byte> a(dst, bytes, opts, offset);
+  const auto verify_started = std::chrono::steady_clock::now();
   const array_ref<std::byte> ref = a.ref();
   const std::uint64_t line = a.cache().line_size();
   const activity_scope awake(*a.shared_controller());
