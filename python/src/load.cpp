@@ -82,6 +82,17 @@ double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
 
+// Calls step(first, n) for each chunk of [0, bytes), `chunk` bytes each but
+// the last, while step returns true; Ctrl-C (poll) ends it between chunks.
+template <class Step>
+void for_each_chunk(std::uint64_t bytes, std::uint64_t chunk, const interrupt_poll& poll,
+                    Step&& step) {
+  for (std::uint64_t first = 0; first < bytes; first += chunk) {
+    if (poll && poll()) throw cancelled();
+    if (!step(first, std::min(chunk, bytes - first))) return;
+  }
+}
+
 }  // namespace
 
 load_result load_file(const std::string& src, const std::string& dst, std::uint64_t offset,
@@ -125,14 +136,13 @@ load_result load_file(const std::string& src, const std::string& dst, std::uint6
     // Whole lines a chunk, so every chunk but the last starts and ends on one.
     const std::uint64_t chunk = std::max(line, chunk_bytes / line * line);
     auto buffer = runtime::make_host_mapped<std::byte>(std::min(chunk, bytes), false);
-    for (std::uint64_t first = 0; first < bytes; first += chunk) {
-      if (poll && poll()) throw cancelled();
-      const std::uint64_t n = std::min(chunk, bytes - first);
+    for_each_chunk(bytes, chunk, poll, [&](std::uint64_t first, std::uint64_t n) {
       read_source(in.fd, src, first, buffer.get(), n);
       run_warps(warps_for((n + line - 1) / line, ref),
                 copy_chunk<true>{ref, buffer.get(), first, n, line});
       a.check();
-    }
+      return true;
+    });
     a.flush();
     r.write_seconds = seconds_since(started);
   }
@@ -148,19 +158,16 @@ load_result load_file(const std::string& src, const std::string& dst, std::uint6
   const std::uint64_t chunk = std::max(line, chunk_bytes / line * line);
   auto device = runtime::make_host_mapped<std::byte>(std::min(chunk, bytes), false);
   auto expected = std::make_unique<std::byte[]>(std::min(chunk, bytes));
-  for (std::uint64_t first = 0; first < bytes; first += chunk) {
-    if (poll && poll()) throw cancelled();
-    const std::uint64_t n = std::min(chunk, bytes - first);
+  for_each_chunk(bytes, chunk, poll, [&](std::uint64_t first, std::uint64_t n) {
     read_source(in.fd, src, first, expected.get(), n);
     run_warps(warps_for((n + line - 1) / line, ref),
               copy_chunk<false>{ref, device.get(), first, n, line});
     a.check();
-    if (std::memcmp(device.get(), expected.get(), n) != 0) {
-      const std::byte* got = std::mismatch(device.get(), device.get() + n, expected.get()).first;
-      r.first_mismatch = first + static_cast<std::uint64_t>(got - device.get());
-      break;
-    }
-  }
+    if (std::memcmp(device.get(), expected.get(), n) == 0) return true;
+    const std::byte* got = std::mismatch(device.get(), device.get() + n, expected.get()).first;
+    r.first_mismatch = first + static_cast<std::uint64_t>(got - device.get());
+    return false;
+  });
   r.verify_seconds = seconds_since(verify_started);
   return r;
 }
