@@ -8,7 +8,7 @@ import weakref
 
 import numpy as np
 
-from . import _errors
+from . import _errors, _files
 from . import settings as _settings
 from ._backend import backend as _backend
 from ._backend import check_cuda_process as _check_cuda_process
@@ -769,7 +769,7 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
     path = os.fsdecode(os.fspath(path))  # bytes paths too; undecodable bytes round-trip
     if "\0" in path:
         raise ValueError(f"path holds a NUL character: {path!r}")
-    device = path[:7].lower() == "nvme://"  # a device the nvme controller opens, not a file
+    device = _files.names_device(path)  # a device the nvme controller opens, not a file
     if not device:
         os.stat(path)  # FileNotFoundError, PermissionError, ... naming the path
     name, _ = _dtype_name(dtype)

@@ -34,3 +34,10 @@ def file_size(path):
             else "not a regular file")
     raise ValueError(f"{os.fspath(path)}: is {kind}: only regular files and block devices are "
                      f"supported")
+
+
+def names_device(path):
+    """Whether `path` names an NVMe device (nvme://..., any case) rather than
+    a file: the library's nvme_target::names_device, which routes it to the
+    nvme controller."""
+    return path[:7].lower() == "nvme://"

@@ -13,7 +13,7 @@ import shutil
 import subprocess
 import sys
 
-from . import _tools, nvme_doctor
+from . import _files, _tools, nvme_doctor
 
 
 class _Parser(argparse.ArgumentParser):
@@ -169,7 +169,7 @@ def _load(args):
         _fail(f"load: {src} is empty: nothing to load")
     if offset % 512:
         _fail(f"load: --offset {offset} is not a multiple of the 512-byte block size")
-    if not dst.startswith("nvme://"):
+    if not _files.names_device(dst):
         if not os.path.exists(dst):
             _fail(f"load: {dst} does not exist (it is written in place: create it at its full "
                   f"size first, e.g. truncate -s SIZE {dst})")

@@ -152,9 +152,7 @@ nvme_controller::nvme_controller(const nvme_target& target, const options& opts,
   // within CAP.TO) before it programs the admin queues.
   vfio.reset_on_open = true;
   vfio_ = std::make_unique<vfio_device>(target.address.text(), vfio);
-  vfio_dma_options dma;
-  dma.name = vfio_->name();
-  attach(vfio_->bar(), vfio_->mapper(), target, opts, slot_bytes, dma);
+  attach(vfio_->bar(), vfio_->mapper(), target, opts, slot_bytes, {});
 }
 
 nvme_controller::nvme_controller(nvme_bar bar, iommu_mapper& mapper, const nvme_target& target,
@@ -168,7 +166,7 @@ void nvme_controller::attach(nvme_bar bar, iommu_mapper& mapper, const nvme_targ
                              const options& opts, std::uint32_t slot_bytes, vfio_dma_options dma) {
   label_ = "nvme controller (" + target.text() + ")";
   bar_ = std::make_unique<bar_mapping>(bar, /*io_memory=*/true, label_);
-  if (dma.name.empty() || dma.name == "vfio") dma.name = target.address.text();
+  dma.name = target.address.text();  // the device's messages name its PCI address
   iommu_ = std::make_unique<vfio_dma_memory>(mapper, dma);
   mem_ = std::make_unique<gpu_registered_memory>(*iommu_, target.address.text());
   nvme_driver_options d;
