@@ -97,12 +97,36 @@ __device__ void tile_product(const float* const* rows, const float* __restrict__
   }
 }
 
+// Where a block's time goes, summed over the grid by thread 0 of each
+// block (in the loader warp): waiting for a tile's rows (the pins, or the
+// wait on the posted batch, to the barrier after), computing it, posting the
+// next batch, and releasing the pins.
+enum phase : int { phase_wait, phase_compute, phase_post, phase_release, phases };
+
 struct kernel_args {
   const float* b;
   float* c;
   shape s;
   std::uint64_t tiles;
   unsigned long long* failed;  // tiles whose rows could not be read
+  unsigned long long* phase_ns;  // [phases], summed over blocks
+};
+
+// Thread 0's clock for the phases of its block.
+struct phase_clock {
+  std::uint64_t sum[phases] = {};
+  std::uint64_t last = 0;
+  __device__ void start() { last = threadIdx.x == 0 ? detail::now_ns() : 0; }
+  __device__ void lap(phase p) {
+    if (threadIdx.x != 0) return;
+    const std::uint64_t t = detail::now_ns();
+    sum[p] += t - last;
+    last = t;
+  }
+  __device__ void add_to(unsigned long long* out) const {
+    if (threadIdx.x != 0) return;
+    for (int p = 0; p < phases; ++p) atomicAdd(out + p, static_cast<unsigned long long>(sum[p]));
+  }
 };
 
 // sync: per tile, the loader warps pin its rows (one per lane), then compute.
@@ -110,6 +134,8 @@ __global__ void __launch_bounds__(block_threads) sync_kernel(array_ref<float> a,
   __shared__ const float* rows[tile_rows];
   __shared__ __align__(16) float stage[tile_rows * k_step];
   const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  phase_clock clock;
+  clock.start();
   for (std::uint64_t t = blockIdx.x; t < p.tiles; t += gridDim.x) {
     pinned_line<float> line;
     if (warp < loader_warps) {
@@ -119,10 +145,14 @@ __global__ void __launch_bounds__(block_threads) sync_kernel(array_ref<float> a,
       if (!line.valid()) atomicAdd(p.failed, 1ull);
     }
     __syncthreads();
+    clock.lap(phase_wait);
     tile_product(rows, p.b, int(p.s.k), int(p.s.n), p.c + t * tile_rows * p.s.n, stage);
     __syncthreads();
+    clock.lap(phase_compute);
     if (warp < loader_warps) line.release();
+    clock.lap(phase_release);
   }
+  clock.add_to(p.phase_ns);
 }
 
 // async: one loader warp posts the batch of the block's next tile (all its
@@ -141,13 +171,17 @@ __global__ void __launch_bounds__(block_threads) async_kernel(array_ref<float> a
   const bool loader = warp == 0;
   const std::uint64_t span = tile_rows * p.s.k;
   std::uint64_t t = blockIdx.x;
+  phase_clock clock;
+  clock.start();
   batch_ticket cur;
   if (loader && t < p.tiles) cur = a.prefetch(t * tile_rows * p.s.k, span, true);
+  clock.lap(phase_post);
   for (; t < p.tiles; t += gridDim.x) {
     const std::uint64_t next = t + gridDim.x;
     batch_ticket ahead;
     if (loader) {
       const bool ok = a.wait(cur);
+      clock.lap(phase_wait);
       for (unsigned r = lane; r < tile_rows; r += 32) {
         const std::uint64_t row = t * tile_rows + r;
         rows[r] = ok ? a.pinned_element(row * p.s.k) : nullptr;
@@ -158,15 +192,20 @@ __global__ void __launch_bounds__(block_threads) async_kernel(array_ref<float> a
       // first, so the whole warp posts one batch.
       __syncwarp();
       if (next < p.tiles) ahead = a.prefetch(next * tile_rows * p.s.k, span, true);
+      clock.lap(phase_post);
     }
     __syncthreads();
+    clock.lap(phase_wait);
     tile_product(rows, p.b, int(p.s.k), int(p.s.n), p.c + t * tile_rows * p.s.n, stage);
     __syncthreads();
+    clock.lap(phase_compute);
     if (loader) {
       a.release(cur);
       cur = ahead;
     }
+    clock.lap(phase_release);
   }
+  clock.add_to(p.phase_ns);
 }
 
 // cpu double buffering: one block per tile of a chunk in GPU memory.
@@ -359,6 +398,8 @@ int run(const parsed_args& args) {
   float* b_dev = nullptr;
   float* c_dev = nullptr;
   unsigned long long* failed_dev = nullptr;
+  unsigned long long* phase_dev = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&phase_dev, phases * sizeof(unsigned long long)));
   WARPSTORE_CUDA_TRY(cudaMalloc(&b_dev, s.k * s.n * 4));
   WARPSTORE_CUDA_TRY(cudaMalloc(&c_dev, s.m * s.n * 4));
   WARPSTORE_CUDA_TRY(cudaMalloc(&failed_dev, sizeof(unsigned long long)));
@@ -366,7 +407,7 @@ int run(const parsed_args& args) {
   check_launch("fill_b");
   std::vector<float> b_host(s.k * s.n);
   WARPSTORE_CUDA_TRY(cudaMemcpy(b_host.data(), b_dev, s.k * s.n * 4, cudaMemcpyDeviceToHost));
-  const kernel_args base{b_dev, c_dev, s, tiles, failed_dev};
+  const kernel_args base{b_dev, c_dev, s, tiles, failed_dev, phase_dev};
 
   o.controller = controller_kind::host;
   o.line_size = static_cast<std::uint32_t>(s.k * 4);
@@ -382,7 +423,11 @@ int run(const parsed_args& args) {
     for (int t = 0; t < trials; ++t) {
       WARPSTORE_CUDA_TRY(cudaMemset(c_dev, 0xFF, s.m * s.n * 4));  // NaN: unwritten rows fail
       WARPSTORE_CUDA_TRY(cudaMemset(failed_dev, 0, sizeof(unsigned long long)));
+      WARPSTORE_CUDA_TRY(cudaMemset(phase_dev, 0, phases * sizeof(unsigned long long)));
       variant_result r = once();
+      unsigned long long phase_sum[phases] = {};
+      WARPSTORE_CUDA_TRY(
+          cudaMemcpy(phase_sum, phase_dev, sizeof phase_sum, cudaMemcpyDeviceToHost));
       unsigned long long failed = 0;
       WARPSTORE_CUDA_TRY(
           cudaMemcpy(&failed, failed_dev, sizeof failed, cudaMemcpyDeviceToHost));
@@ -394,6 +439,12 @@ int run(const parsed_args& args) {
                    static_cast<unsigned long long>(r.mismatches),
                    static_cast<unsigned long long>(checked),
                    static_cast<unsigned long long>(r.failed));
+      if (phase_sum[phase_compute] != 0)
+        std::fprintf(stderr,
+                     "         per tile (block thread 0): wait %.1f us, compute %.1f us, post "
+                     "%.1f us, release %.1f us\n",
+                     phase_sum[phase_wait] / 1e3 / tiles, phase_sum[phase_compute] / 1e3 / tiles,
+                     phase_sum[phase_post] / 1e3 / tiles, phase_sum[phase_release] / 1e3 / tiles);
       secs.push_back(r.seconds);
       best.mismatches += r.mismatches;
       best.failed += r.failed;
@@ -458,6 +509,10 @@ int run(const parsed_args& args) {
   std::fprintf(stderr, "  compute alone (A in GPU memory): %.3f s\n", compute_s);
   const variant_result sync = measure("sync", warpstore_variant(false));
   const variant_result async = measure("async", warpstore_variant(true));
+  if (args.flag("no-cpu")) {  // a diagnostic run: the phases above, no rows
+    if (args.given("json")) throw usage_error("--no-cpu writes no results: drop --json");
+    return sync.mismatches + sync.failed + async.mismatches + async.failed == 0 ? 0 : 1;
+  }
   const std::uint64_t chunk_tiles = std::max<std::uint64_t>(1, args.size("cpu-chunk") / (tile_rows * s.k * 4));
   const variant_result cpu = measure("cpu", [&] {
     return run_cpu(path, s, base, chunk_tiles, threads, grid);
@@ -545,7 +600,8 @@ int main(int argc, char** argv) {
       .option("trials", "COUNT", "3", "runs of each variant (median reported)")
       .option("check-rows", "COUNT", "32", "rows of C checked against the CPU reference, per trial")
       .option("json", "PATH", "", "merge the results into this results file")
-      .option("tag", "TEXT", "", "suffix of the result names (async.kernel.vs_sync.TEXT)");
+      .option("tag", "TEXT", "", "suffix of the result names (async.kernel.vs_sync.TEXT)")
+      .flag("no-cpu", "skip the cpu variant and write no rows (a diagnostic run of sync and async)");
   declare_options(parser.common(),
                   {{"cache_bytes", "1GiB"},
                    {"service_threads", "8", "host controller service threads, and pread threads "
