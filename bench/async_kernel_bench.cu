@@ -130,7 +130,7 @@ struct phase_clock {
 };
 
 // sync: per tile, the loader warps pin its rows (one per lane), then compute.
-__global__ void __launch_bounds__(block_threads) sync_kernel(array_ref<float> a, kernel_args p) {
+__global__ void __launch_bounds__(block_threads, 1) sync_kernel(array_ref<float> a, kernel_args p) {
   __shared__ const float* rows[tile_rows];
   __shared__ __align__(16) float stage[tile_rows * k_step];
   const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -164,7 +164,7 @@ __global__ void __launch_bounds__(block_threads) sync_kernel(array_ref<float> a,
 // onto the parked warp's slots, the claimer blocked holding an unposted
 // ticket, the tail stopped there, and the block-mate's commands behind it
 // never completed (CPU test DoubleBufferedTiles*).
-__global__ void __launch_bounds__(block_threads) async_kernel(array_ref<float> a, kernel_args p) {
+__global__ void __launch_bounds__(block_threads, 1) async_kernel(array_ref<float> a, kernel_args p) {
   __shared__ const float* rows[tile_rows];
   __shared__ __align__(16) float stage[tile_rows * k_step];
   const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
