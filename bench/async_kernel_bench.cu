@@ -13,12 +13,28 @@
 //          rows into two pinned buffers, cudaMemcpyAsync on two streams, and
 //          a plain kernel over each chunk with the same tile product.
 //
-// A row of A is one cache line (line size = K * 4). C is checked against a
-// CPU reference on sampled rows for every variant. Rows written (--json):
+// With --layers L the product is a chain, the weights of a deep network
+// streamed from storage (offloaded inference): A holds L square K x K
+// layers, Y_l = alpha * A_l * Y_{l-1}, Y_0 (K x N) in GPU memory. Layer l+1
+// needs all of Y_l, so the grid meets at a barrier after each layer (a
+// cooperative launch) and the sync kernel cannot hide one block's I/O
+// behind another's compute across it; the async kernel posts its first tile
+// of layer l+1 before the barrier of layer l. The cpu variant reads layer
+// l+1 while the GPU computes layer l.
+//
+// Without --layers the tiles are independent (one C = A * B): the sync
+// kernel's 132 blocks already overlap one block's wait with the others'
+// compute, which bounds what async can add there (BENCHMARKS.md).
+//
+// A row of A is one cache line (line size = K * 4). The output is checked
+// against a CPU reference on sampled rows for every variant (each layer's
+// rows from the GPU's own previous layer). Rows written (--json):
 // async.kernel.vs_sync (value: async, ceiling: sync; ratio > 1: async
 // faster), async.kernel.vs_cpu_double_buffer, and each variant alone.
 #include <fcntl.h>
 #include <unistd.h>
+
+#include <cooperative_groups.h>
 
 #include <algorithm>
 #include <atomic>
@@ -64,7 +80,7 @@ struct shape {
 // C[row0 .. row0 + tile_rows) = A rows (rows[r]: K floats, nullptr: zero) * B.
 // Every thread of the block calls.
 __device__ void tile_product(const float* const* rows, const float* __restrict__ b, int k, int n,
-                             float* __restrict__ c_rows, float* a_stage) {
+                             float* __restrict__ c_rows, float* a_stage, float alpha = 1.f) {
   for (int col0 = 0; col0 < n; col0 += block_threads) {
     const int col = col0 + static_cast<int>(threadIdx.x);
     float acc[tile_rows];
@@ -93,15 +109,15 @@ __device__ void tile_product(const float* const* rows, const float* __restrict__
       }
     }
 #pragma unroll
-    for (int r = 0; r < tile_rows; ++r) c_rows[std::size_t(r) * n + col] = acc[r];
+    for (int r = 0; r < tile_rows; ++r) c_rows[std::size_t(r) * n + col] = alpha * acc[r];
   }
 }
 
 // Where a block's time goes, summed over the grid by thread 0 of each
 // block (in the loader warp): waiting for a tile's rows (the pins, or the
 // wait on the posted batch, to the barrier after), computing it, posting the
-// next batch, and releasing the pins.
-enum phase : int { phase_wait, phase_compute, phase_post, phase_release, phases };
+// next batch, releasing the pins, and (layers) waiting at the grid barrier.
+enum phase : int { phase_wait, phase_compute, phase_post, phase_release, phase_barrier, phases };
 
 struct kernel_args {
   const float* b;
@@ -110,6 +126,7 @@ struct kernel_args {
   std::uint64_t tiles;
   unsigned long long* failed;  // tiles whose rows could not be read
   unsigned long long* phase_ns;  // [phases], summed over blocks
+  float alpha = 1.f;             // C = alpha * A * B
 };
 
 // Thread 0's clock for the phases of its block.
@@ -208,6 +225,110 @@ __global__ void __launch_bounds__(block_threads, 1) async_kernel(array_ref<float
   clock.add_to(p.phase_ns);
 }
 
+// The chain (--layers): the arguments of both kernels. Layer l's rows of A
+// are file rows [l * k, (l + 1) * k); Y_l is y + l * k * n (row-major k x n).
+struct layer_args {
+  float* y;
+  std::uint64_t k, n;
+  std::uint32_t layers;
+  std::uint64_t tiles_per_layer;
+  float alpha;
+  unsigned long long* failed;
+  unsigned long long* phase_ns;
+  // First element of tile t of layer l.
+  __device__ std::uint64_t first_element(std::uint32_t l, std::uint64_t t) const {
+    return (std::uint64_t{l} * k + t * tile_rows) * k;
+  }
+  __device__ const float* in(std::uint32_t l) const { return y + std::uint64_t{l} * k * n; }
+  __device__ float* out(std::uint32_t l, std::uint64_t t) const {
+    return y + (std::uint64_t{l} + 1) * k * n + t * tile_rows * n;
+  }
+};
+
+// sync over the chain: per tile, the loader warps pin its rows, the block
+// computes; the grid meets after each layer.
+__global__ void __launch_bounds__(block_threads, 1) layers_sync_kernel(array_ref<float> a,
+                                                                       layer_args p) {
+  __shared__ const float* rows[tile_rows];
+  __shared__ __align__(16) float stage[tile_rows * k_step];
+  const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  phase_clock clock;
+  clock.start();
+  for (std::uint32_t l = 0; l < p.layers; ++l) {
+    for (std::uint64_t t = blockIdx.x; t < p.tiles_per_layer; t += gridDim.x) {
+      pinned_line<float> line;
+      if (warp < loader_warps) {
+        line = a.pin(p.first_element(l, t) + (warp * 32 + lane) * p.k);
+        rows[warp * 32 + lane] = line.valid() ? line.data : nullptr;
+        if (!line.valid()) atomicAdd(p.failed, 1ull);
+      }
+      __syncthreads();
+      clock.lap(phase_wait);
+      tile_product(rows, p.in(l), int(p.k), int(p.n), p.out(l, t), stage, p.alpha);
+      __syncthreads();
+      clock.lap(phase_compute);
+      if (warp < loader_warps) line.release();
+      clock.lap(phase_release);
+    }
+    grid.sync();  // Y_l is whole
+    clock.lap(phase_barrier);
+  }
+  clock.add_to(p.phase_ns);
+}
+
+// async over the chain: the block's tiles in order, layer after layer; the
+// loader warp posts the next one (of this layer or the next: the rows of A
+// do not depend on Y) before the block computes this one, so the reads of
+// layer l + 1 run while the grid finishes layer l and meets.
+__global__ void __launch_bounds__(block_threads, 1) layers_async_kernel(array_ref<float> a,
+                                                                        layer_args p) {
+  __shared__ const float* rows[tile_rows];
+  __shared__ __align__(16) float stage[tile_rows * k_step];
+  const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  const bool loader = threadIdx.x / 32 == 0;
+  const std::uint64_t span = tile_rows * p.k;
+  phase_clock clock;
+  clock.start();
+  batch_ticket cur;
+  if (loader && blockIdx.x < p.tiles_per_layer) cur = a.prefetch(p.first_element(0, blockIdx.x), span, true);
+  clock.lap(phase_post);
+  for (std::uint32_t l = 0; l < p.layers; ++l) {
+    for (std::uint64_t t = blockIdx.x; t < p.tiles_per_layer; t += gridDim.x) {
+      std::uint32_t next_l = l;
+      std::uint64_t next_t = t + gridDim.x;
+      if (next_t >= p.tiles_per_layer) {
+        next_l = l + 1;
+        next_t = blockIdx.x;
+      }
+      batch_ticket ahead;
+      if (loader) {
+        const bool ok = a.wait(cur);
+        clock.lap(phase_wait);
+        for (unsigned r = threadIdx.x; r < tile_rows; r += 32)
+          rows[r] = ok ? a.pinned_element(p.first_element(l, t) + r * p.k) : nullptr;
+        if (!ok && threadIdx.x == 0) atomicAdd(p.failed, 1ull);
+        __syncwarp();  // prefetch is collective over the whole warp
+        if (next_l < p.layers) ahead = a.prefetch(p.first_element(next_l, next_t), span, true);
+        clock.lap(phase_post);
+      }
+      __syncthreads();
+      clock.lap(phase_wait);
+      tile_product(rows, p.in(l), int(p.k), int(p.n), p.out(l, t), stage, p.alpha);
+      __syncthreads();
+      clock.lap(phase_compute);
+      if (loader) {
+        a.release(cur);
+        cur = ahead;
+      }
+      clock.lap(phase_release);
+    }
+    grid.sync();
+    clock.lap(phase_barrier);
+  }
+  clock.add_to(p.phase_ns);
+}
+
 // cpu double buffering: one block per tile of a chunk in GPU memory.
 __global__ void __launch_bounds__(block_threads) chunk_kernel(const float* chunk,
                                                              std::uint64_t chunk_tiles,
@@ -219,7 +340,7 @@ __global__ void __launch_bounds__(block_threads) chunk_kernel(const float* chunk
     if (threadIdx.x < tile_rows) rows[threadIdx.x] = chunk + (t * tile_rows + threadIdx.x) * p.s.k;
     __syncthreads();
     tile_product(rows, p.b, int(p.s.k), int(p.s.n), p.c + (first_tile + t) * tile_rows * p.s.n,
-                 stage);
+                 stage, p.alpha);
     __syncthreads();
   }
 }
@@ -303,6 +424,80 @@ struct variant_result {
   std::uint64_t failed = 0;
 };
 
+// Runs a variant `trials` times and reports its median, printing each trial
+// with where the blocks' time went (the phases, per tile).
+struct trial_runner {
+  int trials;
+  std::uint64_t tiles;  // tiles of one run, for the per-tile phases
+  double a_bytes;
+  unsigned long long* failed_dev;
+  unsigned long long* phase_dev;
+
+  // reset(): before each trial (the output made NaN); once(): one run;
+  // check(checked&): wrong values found in the output, rows checked.
+  template <class Reset, class Once, class Check>
+  variant_result measure(const char* name, Reset&& reset, Once&& once, Check&& check) const {
+    std::vector<double> secs;
+    variant_result best;
+    for (int t = 0; t < trials; ++t) {
+      reset();
+      WARPSTORE_CUDA_TRY(cudaMemset(failed_dev, 0, sizeof(unsigned long long)));
+      WARPSTORE_CUDA_TRY(cudaMemset(phase_dev, 0, phases * sizeof(unsigned long long)));
+      variant_result r = once();
+      unsigned long long phase_sum[phases] = {};
+      WARPSTORE_CUDA_TRY(
+          cudaMemcpy(phase_sum, phase_dev, sizeof phase_sum, cudaMemcpyDeviceToHost));
+      unsigned long long failed = 0;
+      WARPSTORE_CUDA_TRY(cudaMemcpy(&failed, failed_dev, sizeof failed, cudaMemcpyDeviceToHost));
+      r.failed += failed;
+      std::uint64_t checked = 0;
+      r.mismatches = check(checked);
+      std::fprintf(stderr,
+                   "  %-6s trial %d: %.3f s (%.2f GB/s of A), %llu wrong of %llu rows checked, "
+                   "%llu failed\n",
+                   name, t, r.seconds, a_bytes / r.seconds / 1e9,
+                   static_cast<unsigned long long>(r.mismatches),
+                   static_cast<unsigned long long>(checked),
+                   static_cast<unsigned long long>(r.failed));
+      if (phase_sum[phase_compute] != 0)
+        std::fprintf(stderr,
+                     "         per tile (block thread 0): wait %.1f us, compute %.1f us, post "
+                     "%.1f us, release %.1f us, grid barrier %.1f us\n",
+                     phase_sum[phase_wait] / 1e3 / tiles, phase_sum[phase_compute] / 1e3 / tiles,
+                     phase_sum[phase_post] / 1e3 / tiles, phase_sum[phase_release] / 1e3 / tiles,
+                     phase_sum[phase_barrier] / 1e3 / tiles);
+      secs.push_back(r.seconds);
+      best.mismatches += r.mismatches;
+      best.failed += r.failed;
+    }
+    best.seconds = secs[median_index(secs)];
+    return best;
+  }
+};
+
+// Bytes [offset, offset + bytes) of fd into host, split across `threads`
+// threads (preads of up to 8 MiB); failed or short reads counted.
+void read_range(int fd, void* host, std::uint64_t offset, std::uint64_t bytes, unsigned threads,
+                std::atomic<std::uint64_t>& short_reads) {
+  std::vector<std::thread> pool;
+  const std::uint64_t per = (bytes / threads + 4095) / 4096 * 4096;
+  for (unsigned t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      const std::uint64_t from = std::min(bytes, t * per), to = std::min(bytes, from + per);
+      for (std::uint64_t at = from; at < to;) {
+        const ssize_t r = ::pread(fd, static_cast<char*>(host) + at,
+                                  std::min<std::uint64_t>(to - at, 8 << 20),
+                                  static_cast<off_t>(offset + at));
+        if (r <= 0) {
+          short_reads.fetch_add(1);
+          return;
+        }
+        at += static_cast<std::uint64_t>(r);
+      }
+    });
+  for (auto& t : pool) t.join();
+}
+
 // CPU-orchestrated double buffering: chunks of `chunk_tiles` tiles.
 variant_result run_cpu(const std::string& path, const shape& s, const kernel_args& base,
                        std::uint64_t chunk_tiles, unsigned threads, unsigned grid) {
@@ -326,23 +521,7 @@ variant_result run_cpu(const std::string& path, const shape& s, const kernel_arg
     const std::uint64_t bytes = n_tiles * tile_rows * s.k * 4;
     const std::uint64_t offset = first * tile_rows * s.k * 4;
     WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream[i]));  // buffer i is free again
-    std::vector<std::thread> pool;
-    const std::uint64_t per = (bytes / threads + 4095) / 4096 * 4096;
-    for (unsigned t = 0; t < threads; ++t)
-      pool.emplace_back([&, t] {
-        const std::uint64_t from = std::min(bytes, t * per), to = std::min(bytes, from + per);
-        for (std::uint64_t at = from; at < to;) {
-          const ssize_t r = ::pread(fd, reinterpret_cast<char*>(host[i]) + at,
-                                    std::min<std::uint64_t>(to - at, 8 << 20),
-                                    static_cast<off_t>(offset + at));
-          if (r <= 0) {
-            short_reads.fetch_add(1);
-            return;
-          }
-          at += static_cast<std::uint64_t>(r);
-        }
-      });
-    for (auto& t : pool) t.join();
+    read_range(fd, host[i], offset, bytes, threads, short_reads);
     WARPSTORE_CUDA_TRY(
         cudaMemcpyAsync(dev[i], host[i], bytes, cudaMemcpyHostToDevice, stream[i]));
     chunk_kernel<<<std::min<unsigned>(grid, static_cast<unsigned>(n_tiles)), block_threads, 0,
@@ -362,6 +541,99 @@ variant_result run_cpu(const std::string& path, const shape& s, const kernel_arg
   return r;
 }
 
+// The chain's output, Y_1 .. Y_layers, on sampled rows of each layer against
+// a CPU reference computed from the GPU's own previous layer (double
+// accumulation): wrong values, and the rows checked. `same_a`: every layer
+// used layer 0's rows of A (compute alone); only Y_1 is checked then.
+std::uint64_t check_layers(const float* y_dev, std::uint64_t k, std::uint64_t n,
+                           std::uint32_t layers, float alpha, int sample_rows, bool same_a,
+                           std::uint64_t& checked) {
+  const std::uint32_t check = same_a ? 1 : layers;
+  std::vector<float> y((std::uint64_t{check} + 1) * k * n);
+  WARPSTORE_CUDA_TRY(cudaMemcpy(y.data(), y_dev, y.size() * 4, cudaMemcpyDeviceToHost));
+  const int per_layer = std::max(2, sample_rows / static_cast<int>(check));
+  std::vector<double> want(n), mag(n);
+  std::uint64_t wrong = 0;
+  checked = 0;
+  for (std::uint32_t l = 0; l < check; ++l) {
+    const float* in = y.data() + std::uint64_t{l} * k * n;
+    const float* got_layer = y.data() + (std::uint64_t{l} + 1) * k * n;
+    for (int i = 0; i < per_layer; ++i) {
+      const std::uint64_t r =
+          i == 0 ? 0 : i == 1 ? k - 1 : ((i + l * per_layer) * 0x9E3779B97F4A7C15ull >> 17) % k;
+      std::fill(want.begin(), want.end(), 0.0);
+      std::fill(mag.begin(), mag.end(), 0.0);
+      for (std::uint64_t kk = 0; kk < k; ++kk) {
+        const double av = value_of((std::uint64_t{l} * k + r) * k + kk, a_seed);
+        const float* yrow = in + kk * n;
+        for (std::uint64_t j = 0; j < n; ++j) {
+          want[j] += av * yrow[j];
+          mag[j] += std::fabs(av * yrow[j]);
+        }
+      }
+      const float* got = got_layer + r * n;
+      for (std::uint64_t j = 0; j < n; ++j)  // NaN: unwritten
+        wrong += !(std::fabs(got[j] - alpha * want[j]) <= 1e-4 * alpha * mag[j] + 1e-6);
+      ++checked;
+    }
+  }
+  return wrong;
+}
+
+// CPU-orchestrated double buffering over the chain: host threads read layer
+// l + 1 into one pinned buffer while the GPU computes layer l from the
+// other; a plain kernel per layer, layers in order.
+variant_result run_cpu_layers(const std::string& path, std::uint64_t k, std::uint64_t n,
+                              std::uint32_t layers, float* y_dev, float alpha, unsigned threads,
+                              unsigned grid, unsigned long long* failed_dev) {
+  const std::uint64_t layer_bytes = k * k * 4, tiles = k / tile_rows;
+  float* host[2];
+  float* dev[2];
+  cudaStream_t stream[2];
+  cudaEvent_t done[2];
+  for (int i = 0; i < 2; ++i) {
+    WARPSTORE_CUDA_TRY(cudaMallocHost(&host[i], layer_bytes));
+    WARPSTORE_CUDA_TRY(cudaMalloc(&dev[i], layer_bytes));
+    WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&stream[i], cudaStreamNonBlocking));
+    WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw std::runtime_error("cannot open " + path);
+  std::atomic<std::uint64_t> short_reads{0};
+  stopwatch clock;
+  for (std::uint32_t l = 0; l < layers; ++l) {
+    const int i = static_cast<int>(l & 1);
+    WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream[i]));  // layer l - 2 is done with buffer i
+    read_range(fd, host[i], std::uint64_t{l} * layer_bytes, layer_bytes, threads, short_reads);
+    WARPSTORE_CUDA_TRY(
+        cudaMemcpyAsync(dev[i], host[i], layer_bytes, cudaMemcpyHostToDevice, stream[i]));
+    if (l > 0) WARPSTORE_CUDA_TRY(cudaStreamWaitEvent(stream[i], done[1 - i], 0));  // Y_l
+    const kernel_args args{y_dev + std::uint64_t{l} * k * n,
+                           y_dev + (std::uint64_t{l} + 1) * k * n,
+                           shape{k, k, n},
+                           tiles,
+                           failed_dev,
+                           nullptr,
+                           alpha};
+    chunk_kernel<<<std::min<unsigned>(grid, static_cast<unsigned>(tiles)), block_threads, 0,
+                   stream[i]>>>(dev[i], tiles, 0, args);
+    check_launched("chunk_kernel");
+    WARPSTORE_CUDA_TRY(cudaEventRecord(done[i], stream[i]));
+  }
+  for (int i = 0; i < 2; ++i) WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream[i]));
+  variant_result r;
+  r.seconds = clock.seconds();
+  r.failed = short_reads.load();
+  ::close(fd);
+  for (int i = 0; i < 2; ++i) {
+    WARPSTORE_CUDA_TRY(cudaFreeHost(host[i]));
+    WARPSTORE_CUDA_TRY(cudaFree(dev[i]));
+    WARPSTORE_CUDA_TRY(cudaStreamDestroy(stream[i]));
+    WARPSTORE_CUDA_TRY(cudaEventDestroy(done[i]));
+  }
+  return r;
+}
+
 int run(const parsed_args& args) {
   const std::string path = args.str("file");
   shape s{0, args.count("k"), args.count("n")};
@@ -370,9 +642,12 @@ int run(const parsed_args& args) {
     throw usage_error("--k must make a row a power-of-two line of 512 B to 64 KiB (128 to 16384)");
   if (s.n == 0 || s.n % block_threads != 0)
     throw usage_error("--n must be a positive multiple of " + std::to_string(block_threads));
-  s.m = a_bytes_wanted / (s.k * 4) / tile_rows * tile_rows;
+  // --layers: L square layers, the chain; otherwise one A of --a-bytes.
+  const auto layers = static_cast<std::uint32_t>(args.count("layers"));
+  s.m = layers > 0 ? s.k : a_bytes_wanted / (s.k * 4) / tile_rows * tile_rows;
   if (s.m == 0) throw usage_error("--a-bytes too small for one tile");
-  const std::uint64_t elems = s.m * s.k;
+  const std::uint64_t elems = s.m * s.k * std::max(1u, layers);
+  const float alpha = layers > 0 ? std::sqrt(12.f / static_cast<float>(s.k)) : 1.f;
   // The environment, then --cache-bytes and --service-threads (the settings table).
   options o = apply_options(args);
   const unsigned threads = o.service_threads;
@@ -391,23 +666,43 @@ int run(const parsed_args& args) {
 
   cudaDeviceProp prop{};
   WARPSTORE_CUDA_TRY(cudaGetDeviceProperties(&prop, 0));
-  const unsigned grid =
-      static_cast<unsigned>(prop.multiProcessorCount * args.count("blocks-per-sm"));
-  const std::uint64_t tiles = s.m / tile_rows;
+  unsigned grid = static_cast<unsigned>(prop.multiProcessorCount * args.count("blocks-per-sm"));
+  const std::uint64_t tiles = s.m / tile_rows * std::max(1u, layers);
+  if (layers > 0) {
+    // A cooperative launch: every block resident at once.
+    grid = std::min<unsigned>(grid, static_cast<unsigned>(s.k / tile_rows));
+    int per_sm_sync = 0, per_sm_async = 0;
+    WARPSTORE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm_sync, layers_sync_kernel, block_threads, 0));
+    WARPSTORE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm_async, layers_async_kernel, block_threads, 0));
+    const unsigned resident =
+        static_cast<unsigned>(std::min(per_sm_sync, per_sm_async) * prop.multiProcessorCount);
+    if (grid > resident)
+      throw usage_error("--blocks-per-sm: " + std::to_string(grid) + " blocks, only " +
+                        std::to_string(resident) + " can be resident for the grid barrier");
+  }
 
+  // B (k x n) and C (m x n); for the chain, Y_0 .. Y_layers (each k x n),
+  // B is Y_0 and C the rest.
   float* b_dev = nullptr;
   float* c_dev = nullptr;
   unsigned long long* failed_dev = nullptr;
   unsigned long long* phase_dev = nullptr;
+  const std::uint64_t c_elems = layers > 0 ? std::uint64_t{layers} * s.k * s.n : s.m * s.n;
   WARPSTORE_CUDA_TRY(cudaMalloc(&phase_dev, phases * sizeof(unsigned long long)));
-  WARPSTORE_CUDA_TRY(cudaMalloc(&b_dev, s.k * s.n * 4));
-  WARPSTORE_CUDA_TRY(cudaMalloc(&c_dev, s.m * s.n * 4));
+  WARPSTORE_CUDA_TRY(cudaMalloc(&b_dev, (s.k * s.n + (layers > 0 ? c_elems : 0)) * 4));
+  if (layers > 0)
+    c_dev = b_dev + s.k * s.n;
+  else
+    WARPSTORE_CUDA_TRY(cudaMalloc(&c_dev, c_elems * 4));
   WARPSTORE_CUDA_TRY(cudaMalloc(&failed_dev, sizeof(unsigned long long)));
   fill_b<<<256, 256>>>(b_dev, s.k * s.n);
   check_launch("fill_b");
   std::vector<float> b_host(s.k * s.n);
   WARPSTORE_CUDA_TRY(cudaMemcpy(b_host.data(), b_dev, s.k * s.n * 4, cudaMemcpyDeviceToHost));
   const kernel_args base{b_dev, c_dev, s, tiles, failed_dev, phase_dev};
+  const layer_args chain{b_dev, s.k, s.n, layers, s.k / tile_rows, alpha, failed_dev, phase_dev};
 
   o.controller = controller_kind::host;
   o.line_size = static_cast<std::uint32_t>(s.k * 4);
@@ -417,40 +712,14 @@ int run(const parsed_args& args) {
 
   const int trials = static_cast<int>(args.count("trials"));
   const int sample = static_cast<int>(args.count("check-rows"));
+  const trial_runner runner{trials, tiles, static_cast<double>(elems) * 4, failed_dev, phase_dev};
   auto measure = [&](const char* name, auto&& once) {
-    std::vector<double> secs;
-    variant_result best;
-    for (int t = 0; t < trials; ++t) {
-      WARPSTORE_CUDA_TRY(cudaMemset(c_dev, 0xFF, s.m * s.n * 4));  // NaN: unwritten rows fail
-      WARPSTORE_CUDA_TRY(cudaMemset(failed_dev, 0, sizeof(unsigned long long)));
-      WARPSTORE_CUDA_TRY(cudaMemset(phase_dev, 0, phases * sizeof(unsigned long long)));
-      variant_result r = once();
-      unsigned long long phase_sum[phases] = {};
-      WARPSTORE_CUDA_TRY(
-          cudaMemcpy(phase_sum, phase_dev, sizeof phase_sum, cudaMemcpyDeviceToHost));
-      unsigned long long failed = 0;
-      WARPSTORE_CUDA_TRY(
-          cudaMemcpy(&failed, failed_dev, sizeof failed, cudaMemcpyDeviceToHost));
-      r.failed += failed;
-      std::uint64_t checked = 0;
-      r.mismatches = check_c(c_dev, s, b_host, sample, checked);
-      std::fprintf(stderr, "  %-6s trial %d: %.3f s (%.2f GB/s of A), %llu wrong of %llu rows checked, %llu failed\n",
-                   name, t, r.seconds, elems * 4.0 / r.seconds / 1e9,
-                   static_cast<unsigned long long>(r.mismatches),
-                   static_cast<unsigned long long>(checked),
-                   static_cast<unsigned long long>(r.failed));
-      if (phase_sum[phase_compute] != 0)
-        std::fprintf(stderr,
-                     "         per tile (block thread 0): wait %.1f us, compute %.1f us, post "
-                     "%.1f us, release %.1f us\n",
-                     phase_sum[phase_wait] / 1e3 / tiles, phase_sum[phase_compute] / 1e3 / tiles,
-                     phase_sum[phase_post] / 1e3 / tiles, phase_sum[phase_release] / 1e3 / tiles);
-      secs.push_back(r.seconds);
-      best.mismatches += r.mismatches;
-      best.failed += r.failed;
-    }
-    best.seconds = secs[median_index(secs)];
-    return best;
+    return runner.measure(
+        name, [&] { WARPSTORE_CUDA_TRY(cudaMemset(c_dev, 0xFF, c_elems * 4)); }, once,
+        [&](std::uint64_t& checked) {
+          return layers > 0 ? check_layers(b_dev, s.k, s.n, layers, alpha, sample, false, checked)
+                            : check_c(c_dev, s, b_host, sample, checked);
+        });
   };
   auto warpstore_variant = [&](bool async) {
     return [&, async] {
@@ -459,10 +728,19 @@ int run(const parsed_args& args) {
       activity_scope busy(*a.shared_controller());
       gpu_timer timer;
       timer.start();
-      if (async)
+      if (layers > 0) {
+        array_ref<float> r = ref;
+        layer_args c = chain;
+        void* params[] = {&r, &c};
+        WARPSTORE_CUDA_TRY(cudaLaunchCooperativeKernel(
+            async ? reinterpret_cast<const void*>(&layers_async_kernel)
+                  : reinterpret_cast<const void*>(&layers_sync_kernel),
+            dim3(grid), dim3(block_threads), params, 0, nullptr));
+      } else if (async) {
         async_kernel<<<grid, block_threads>>>(ref, base);
-      else
+      } else {
         sync_kernel<<<grid, block_threads>>>(ref, base);
+      }
       timer.stop();
       check_launch(async ? "async_kernel" : "sync_kernel");
       a.check();
@@ -476,7 +754,33 @@ int run(const parsed_args& args) {
   // of the first chunk come from A's own rows and are checked (wrong ones
   // counted in compute_mismatches, rows checked in compute_checked).
   std::uint64_t compute_mismatches = 0, compute_checked = 0;
+  // The chain: layer 0's rows of A in GPU memory stand in for every layer.
+  auto compute_only_layers = [&] {
+    const std::uint64_t layer_elems = s.k * s.k;
+    float* layer = nullptr;
+    WARPSTORE_CUDA_TRY(cudaMalloc(&layer, layer_elems * 4));
+    std::vector<float> host(layer_elems);
+    for (std::uint64_t i = 0; i < host.size(); ++i) host[i] = value_of(i, a_seed);
+    WARPSTORE_CUDA_TRY(cudaMemcpy(layer, host.data(), layer_elems * 4, cudaMemcpyHostToDevice));
+    WARPSTORE_CUDA_TRY(cudaMemset(c_dev, 0xFF, c_elems * 4));
+    gpu_timer timer;
+    timer.start();
+    for (std::uint32_t l = 0; l < layers; ++l) {
+      const kernel_args args{b_dev + std::uint64_t{l} * s.k * s.n,
+                             b_dev + (std::uint64_t{l} + 1) * s.k * s.n,
+                             s, s.k / tile_rows, failed_dev, nullptr, alpha};
+      chunk_kernel<<<grid, block_threads>>>(layer, s.k / tile_rows, 0, args);
+    }
+    timer.stop();
+    check_launch("chunk_kernel");
+    const double sec = timer.seconds();
+    WARPSTORE_CUDA_TRY(cudaFree(layer));
+    compute_mismatches =
+        check_layers(b_dev, s.k, s.n, layers, alpha, sample, true, compute_checked);
+    return sec;
+  };
   auto compute_only = [&] {
+    if (layers > 0) return compute_only_layers();
     const std::uint64_t chunk_tiles = std::min<std::uint64_t>(tiles, 1024);
     float* chunk = nullptr;
     WARPSTORE_CUDA_TRY(cudaMalloc(&chunk, chunk_tiles * tile_rows * s.k * 4));
@@ -499,9 +803,10 @@ int run(const parsed_args& args) {
   };
 
   std::fprintf(stderr,
-               "A %llu x %llu float32 (%.2f GiB, %s), B %llu x %llu, tiles of %d rows, grid %u x "
-               "%d, cache %s, %u service threads\n",
-               static_cast<unsigned long long>(s.m), static_cast<unsigned long long>(s.k),
+               "A %u x %llu x %llu float32 (%.2f GiB, %s), B %llu x %llu, tiles of %d rows, grid "
+               "%u x %d, cache %s, %u service threads\n",
+               std::max(1u, layers), static_cast<unsigned long long>(s.m),
+               static_cast<unsigned long long>(s.k),
                elems * 4.0 / (1 << 30), path.c_str(), static_cast<unsigned long long>(s.k),
                static_cast<unsigned long long>(s.n), tile_rows, grid, block_threads,
                format_size(a.cache().bytes()).c_str(), threads);
@@ -513,9 +818,13 @@ int run(const parsed_args& args) {
     if (args.given("json")) throw usage_error("--no-cpu writes no results: drop --json");
     return sync.mismatches + sync.failed + async.mismatches + async.failed == 0 ? 0 : 1;
   }
-  const std::uint64_t chunk_tiles = std::max<std::uint64_t>(1, args.size("cpu-chunk") / (tile_rows * s.k * 4));
+  const std::uint64_t chunk_tiles =
+      layers > 0 ? s.k / tile_rows
+                 : std::max<std::uint64_t>(1, args.size("cpu-chunk") / (tile_rows * s.k * 4));
   const variant_result cpu = measure("cpu", [&] {
-    return run_cpu(path, s, base, chunk_tiles, threads, grid);
+    return layers > 0 ? run_cpu_layers(path, s.k, s.n, layers, b_dev, alpha, threads, grid,
+                                       failed_dev)
+                      : run_cpu(path, s, base, chunk_tiles, threads, grid);
   });
 
   const double a_bytes = static_cast<double>(elems) * 4;
@@ -524,6 +833,8 @@ int run(const parsed_args& args) {
   params.push_back({"k", json::value(static_cast<double>(s.k))});
   params.push_back({"n", json::value(static_cast<double>(s.n))});
   params.push_back({"tile_rows", json::value(double{tile_rows})});
+  params.push_back({"layers", json::value(static_cast<double>(layers))});
+  params.push_back({"alpha", json::value(round_significant(alpha, 4))});
   params.push_back({"grid", json::value(static_cast<double>(grid))});
   params.push_back({"service_threads", json::value(static_cast<double>(threads))});
   params.push_back({"cache_bytes", json::value(static_cast<double>(a.cache().bytes()))});
@@ -592,11 +903,14 @@ int main(int argc, char** argv) {
                     "double-buffered) and CPU double buffering (pread + cudaMemcpyAsync)");
   parser.common()
       .option("file", "PATH", "/tmp/warpstore-async-a.f32", "the A file (made if missing or wrong)")
-      .option("a-bytes", "BYTES", "2GiB", "size of A (rounded down to whole tiles)")
+      .option("a-bytes", "BYTES", "2GiB", "size of A (rounded down to whole tiles; not with --layers)")
+      .option("layers", "COUNT", "0",
+              "A is a chain of COUNT square K x K layers, Y_l = alpha * A_l * Y_{l-1} (0: one "
+              "A of --a-bytes, independent tiles)")
       .option("k", "COUNT", "1024", "columns of A (a row is one cache line: 4 * K bytes)")
       .option("n", "COUNT", "2048", "columns of B and C (a multiple of 256): compute per byte of A")
       .option("blocks-per-sm", "COUNT", "1", "resident blocks per multiprocessor (persistent grid)")
-      .option("cpu-chunk", "BYTES", "32MiB", "rows per pread + copy in the cpu variant")
+      .option("cpu-chunk", "BYTES", "32MiB", "rows per pread + copy in the cpu variant (with --layers: a layer)")
       .option("trials", "COUNT", "3", "runs of each variant (median reported)")
       .option("check-rows", "COUNT", "32", "rows of C checked against the CPU reference, per trial")
       .option("json", "PATH", "", "merge the results into this results file")

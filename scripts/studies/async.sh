@@ -1,14 +1,19 @@
 # scripts/gpu.sh async: the asynchronous batches (array_ref::prefetch / wait
-# / release, post_write_back) on the GPU (about 3 minutes, build included).
+# / release, post_write_back) on the GPU (about 4 minutes, build included).
 #
 # Runs gpu_array_batch_test (warps posting, waiting and reading overlapping
 # spans, double-buffered tiles, errors at the wait, posted write-back; both
-# controllers), then the tiled out-of-core matrix product over a 2 GiB A
-# file it makes in /tmp (page cache): warpstore sync against warpstore async
-# against CPU double buffering, N = 2048 (the figure, async.kernel.vs_sync:
-# compute comparable to the I/O of A) and N = 512 (I/O-heavy, tagged n512).
+# controllers), then the out-of-core matrix products of
+# bench/async_kernel_bench.cu, data in the page cache, warpstore sync against
+# warpstore async against CPU double buffering:
+#   - the chain (the figure, async.kernel.vs_sync): 8 layers of 8192 x 8192
+#     float32 (2 GiB, 32 KiB rows), Y_l = alpha * A_l * Y_{l-1} with 2048
+#     columns, a grid barrier after each layer (compute about as long as the
+#     I/O of a layer);
+#   - independent tiles (tagged tiles): one 2 GiB A of 4 KiB rows, N = 2048
+#     and N = 512 (tiles.n512: I/O-heavy).
 # Results: $OUT/async.json.
-study_summary="asynchronous batches: GPU test, tiled matrix product (async.json)"
+study_summary="asynchronous batches: GPU test, matrix products: chain and tiles (async.json)"
 study_steps=""
 
 study_async() {
@@ -16,13 +21,16 @@ study_async() {
   gpu_build 6 gpu_array_batch_test async-kernel-bench
   gpu_tests gpu-array-batch-test.log gpu_array_batch_test
 
-  local json=$out/async.json a_file=/tmp/warpstore-async-a.f32
-  timed bench-async-n2048 80 "$build/bench/async-kernel-bench" --file "$a_file" --a-bytes 2GiB \
-    --k 1024 --n 2048 --trials 3 --json "$json"
-  grep -E "async\.kernel|cache \(|compute alone" "$out/bench-async-n2048.log" >>"$out/summary.log"
-  timed bench-async-n512 50 "$build/bench/async-kernel-bench" --file "$a_file" --a-bytes 2GiB \
-    --k 1024 --n 512 --trials 3 --tag n512 --json "$json"
-  grep -E "async\.kernel|cache \(|compute alone" "$out/bench-async-n512.log" >>"$out/summary.log"
+  local json=$out/async.json a_file=/tmp/warpstore-async-a.f32 l_file=/tmp/warpstore-async-layers.f32
+  local bench=$build/bench/async-kernel-bench
+  timed bench-async-layers 150 "$bench" --file "$l_file" --layers 8 --k 8192 --n 2048 \
+    --cache-bytes 2GiB --trials 3 --json "$json"
+  rm -f "$l_file"
+  timed bench-async-tiles 80 "$bench" --file "$a_file" --a-bytes 2GiB --k 1024 --n 2048 \
+    --trials 3 --tag tiles --json "$json"
+  timed bench-async-tiles-n512 50 "$bench" --file "$a_file" --a-bytes 2GiB --k 1024 --n 512 \
+    --trials 3 --tag tiles.n512 --json "$json"
   rm -f "$a_file"
+  grep -hE "async\.kernel|cache \(|compute alone|per tile" "$out"/bench-async-*.log >>"$out/summary.log"
   cat "$out/summary.log" >&2
 }

@@ -17,7 +17,7 @@
 #   smoke        the GPU read and batch tests alone
 #   repeats      gpu_array_batch_test's pinned batches (WarpsPrefetchWaitAndRead)
 #                run BATCH_REPEATS times (12); any failed run fails the step
-#   async        the kernel example (bench/async_kernel_bench.cu)
+#   async        the kernel example (bench/async_kernel_bench.cu, the chain of layers)
 #   cold         GraphSAGE over 7.6 GiB of features, every epoch cold, against
 #                memmap and the device's random 4 KiB read rate (about 6
 #                minutes; COLD_S)
@@ -119,10 +119,10 @@ study_engine() {
     pack_logs
   fi
 
-  if want async; then  # the kernel example: tiled C = A * B, sync vs async vs CPU double buffering
-    timed async-kernel 90 "$build/bench/async-kernel-bench" --file /tmp/warpstore-async-a.f32 \
-      --a-bytes 2GiB --k 1024 --n 2048 --trials 3 --json "$out/async.json"
-    rm -f /tmp/warpstore-async-a.f32
+  if want async; then  # the kernel example (the chain of scripts/gpu.sh async): sync vs async vs CPU
+    timed async-kernel 150 "$build/bench/async-kernel-bench" --file /tmp/warpstore-async-layers.f32 \
+      --layers 8 --k 8192 --n 2048 --cache-bytes 2GiB --trials 3 --json "$out/async.json"
+    rm -f /tmp/warpstore-async-layers.f32
   fi
 
   if want cold; then
