@@ -55,9 +55,10 @@ void copy_to_host(void* dst, const void* src, std::size_t bytes);
 void synchronize();
 
 // A copy engine queue a controller thread uses to move bytes between device
-// memory and its host buffers: enqueue any number of copies, then wait()
+// memory and its host buffers: enqueue any number of copies, then launch()
 // issues them as one batch (cudaMemcpyBatchAsync: one driver call, not one
-// per copy) and waits.
+// per copy) and returns its mark, which done() checks without waiting; or
+// wait() issues them and waits for everything launched.
 class copy_stream {
  public:
   copy_stream();
@@ -66,13 +67,22 @@ class copy_stream {
   copy_stream& operator=(const copy_stream&) = delete;
   void enqueue_to_device(void* dst, const void* src, std::size_t bytes);
   void enqueue_to_host(void* dst, const void* src, std::size_t bytes);
+  // Issues the copies enqueued since the last launch; the mark of the
+  // batch (the previous mark if none was enqueued). At most `max_batches`
+  // batches are in flight: a launch past that waits for the oldest first.
+  std::uint64_t launch();
+  // Whether every batch up to `mark` finished; raises a failed copy's error.
+  bool done(std::uint64_t mark);
   void wait();
+  static constexpr std::size_t max_batches = 64;
 
  private:
   void* stream_ = nullptr;
   std::vector<void*> dsts_;
   std::vector<const void*> srcs_;
   std::vector<std::size_t> sizes_;
+  std::vector<void*> events_;  // events_[mark % max_batches] follows batch `mark`
+  std::uint64_t launched_ = 0, finished_ = 0;
 };
 
 // Whether `p` is memory only the GPU reaches at full speed (device or

@@ -7,8 +7,9 @@
 //           completed, then goes out as an fdatasync;
 //   submit  one io_uring_submit for everything queued this round;
 //   reap    take every finished read, resubmit short ones, zero-fill past
-//           EOF, and (copy_engine) push the whole batch into GPU memory with
-//           one wait;
+//           EOF, and (copy_engine) push the whole batch into GPU memory as
+//           one launch, without waiting for it;
+//   copied  (copy_engine) complete the reads whose copies finished;
 //   post    write completions into each CQ as far as the GPU has retired it.
 //
 // Nothing in a round allocates; every wait is bounded.
@@ -59,6 +60,8 @@ host_controller::worker::worker(host_controller& owner, std::uint32_t id,
     own_staging_ = runtime::make_host_mapped<std::byte>(queue_ids.size() * queue_bytes);
     copies_ = std::make_unique<runtime::copy_stream>();
     copy_batch_.reserve(queue_ids.size() * depth);
+    copying_.reserve(queue_ids.size() * depth);
+    flights_.reserve(queue_ids.size() * depth);
     upload_batch_.reserve(queue_ids.size() * depth);
   }
   writable_ = owner.file_->writable();
@@ -130,6 +133,7 @@ bool host_controller::worker::round() {
   bool progress = fetch();
   progress |= submit();
   progress |= reap();
+  progress |= finish_copies();
   progress |= collect_writes();
   progress |= release_held();
   progress |= post();
@@ -186,6 +190,8 @@ void host_controller::worker::flush_counters() {
 void host_controller::worker::drain() noexcept {
   try {
     flush_counters();
+    // Copies still reading our staging finish before it can be freed.
+    if (copies_ != nullptr && flights_head_ < flights_.size()) copies_->wait();
     const std::uint64_t end = steady_ns() + drain_timeout_ns_;
     combining_ -= static_cast<std::uint32_t>(to_combine_.size());  // never handed over
     to_combine_.clear();

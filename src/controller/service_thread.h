@@ -36,7 +36,9 @@ class host_controller::worker final : public host_detail::service_unit {
 
   // service_unit: called by one engine thread at a time.
   bool round() override;
-  bool busy() const override { return inflight_ > 0 || combining_ > 0 || !to_read_.empty(); }
+  bool busy() const override {
+    return inflight_ > 0 || combining_ > 0 || !to_read_.empty() || flights_head_ < flights_.size();
+  }
   void wait_briefly(long long ns) override;
   bool announced() const override;
   bool released(std::uint64_t since) const override;
@@ -125,6 +127,7 @@ class host_controller::worker final : public host_detail::service_unit {
   void fail_io(command_ctx& c, int err, const char* what);
   void flush_uploads();
   void flush_copies();
+  bool finish_copies();
   void complete(command_ctx& c, nvme::status st, std::uint32_t dw0 = 0);
   void enqueue_post(command_ctx& c);
   bool inject_fault(command_ctx& c);
@@ -161,6 +164,16 @@ class host_controller::worker final : public host_detail::service_unit {
   runtime::host_mapped_ptr<std::byte> own_staging_;
   std::unique_ptr<runtime::copy_stream> copies_;
   std::vector<command_ctx*> copy_batch_;
+  // Reads whose copies are on the copy engine, in launch order: their
+  // completions go out when their batch's mark is done (finish_copies), so
+  // the thread goes on reading meanwhile.
+  struct copy_flight {
+    std::uint64_t mark;
+    std::uint32_t count;  // the next `count` of copying_
+  };
+  std::vector<command_ctx*> copying_;
+  std::vector<copy_flight> flights_;
+  std::size_t copying_head_ = 0, flights_head_ = 0;
   std::vector<command_ctx*> upload_batch_;  // WRITEs whose bytes are being copied from the GPU
   bool writable_;
 

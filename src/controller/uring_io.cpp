@@ -264,8 +264,9 @@ void host_controller::worker::fail_io(command_ctx& c, int err, const char* what)
   complete(c, fault, dw0);
 }
 
-// copy_engine: push every finished read of this round into GPU memory, wait
-// once, and only then let their completions go out.
+// copy_engine: push every finished read of this round into GPU memory as
+// one launch; their completions go out once it is done (finish_copies),
+// while this thread goes on with the next reads.
 void host_controller::worker::flush_copies() {
   if (copy_batch_.empty()) return;
   const nvme::status transfer_error = generic_status(nvme::sc::data_transfer_error);
@@ -283,15 +284,48 @@ void host_controller::worker::flush_copies() {
     }
   }
   copy_batch_.resize(enqueued);
-  bool copied = true;
+  std::uint64_t mark = 0;
   try {
-    copies_->wait();
+    mark = copies_->launch();
   } catch (const std::exception& e) {
-    owner_.record_io_error(std::string("copy engine wait failed: ") + e.what());
-    copied = false;
+    owner_.record_io_error(std::string("copy engine launch failed: ") + e.what());
+    for (command_ctx* c : copy_batch_) complete(*c, transfer_error);
+    copy_batch_.clear();
+    return;
   }
-  for (command_ctx* c : copy_batch_) complete(*c, copied ? nvme::status::ok() : transfer_error);
+  if (!copy_batch_.empty()) {
+    copying_.insert(copying_.end(), copy_batch_.begin(), copy_batch_.end());
+    flights_.push_back({mark, static_cast<std::uint32_t>(copy_batch_.size())});
+  }
   copy_batch_.clear();
+}
+
+// copy_engine: completes the reads of every launch that finished, in order.
+bool host_controller::worker::finish_copies() {
+  bool any = false;
+  while (flights_head_ < flights_.size()) {
+    const copy_flight f = flights_[flights_head_];
+    bool copied = true;
+    try {
+      if (!copies_->done(f.mark)) break;
+    } catch (const std::exception& e) {
+      owner_.record_io_error(std::string("copy engine failed: ") + e.what());
+      copied = false;
+    }
+    const nvme::status st =
+        copied ? nvme::status::ok() : generic_status(nvme::sc::data_transfer_error);
+    for (std::uint32_t i = 0; i < f.count; ++i) complete(*copying_[copying_head_ + i], st);
+    copying_head_ += f.count;
+    ++flights_head_;
+    any = true;
+  }
+  if (flights_head_ == flights_.size() || copying_head_ > copying_.size() / 2) {
+    // Drop what is done from the front (nothing reallocates).
+    copying_.erase(copying_.begin(), copying_.begin() + static_cast<std::ptrdiff_t>(copying_head_));
+    flights_.erase(flights_.begin(), flights_.begin() + static_cast<std::ptrdiff_t>(flights_head_));
+    flights_head_ = copying_head_ = 0;
+  }
+  return any;
 }
 
 }  // namespace warpstore

@@ -106,7 +106,10 @@ copy_stream::copy_stream() {
   WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   stream_ = s;
 }
-copy_stream::~copy_stream() { cudaStreamDestroy(static_cast<cudaStream_t>(stream_)); }
+copy_stream::~copy_stream() {
+  for (void* e : events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+}
 void copy_stream::enqueue_to_device(void* dst, const void* src, std::size_t bytes) {
   dsts_.push_back(dst);
   srcs_.push_back(src);
@@ -116,19 +119,49 @@ void copy_stream::enqueue_to_device(void* dst, const void* src, std::size_t byte
 void copy_stream::enqueue_to_host(void* dst, const void* src, std::size_t bytes) {
   enqueue_to_device(dst, src, bytes);
 }
-void copy_stream::wait() {
+std::uint64_t copy_stream::launch() {
+  if (dsts_.empty()) return launched_;
   auto stream = static_cast<cudaStream_t>(stream_);
-  if (!dsts_.empty()) {
-    cudaMemcpyAttributes attr{};
-    attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
-    std::size_t attr_index = 0;
-    WARPSTORE_CUDA_TRY(cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(), dsts_.size(),
-                                            &attr, &attr_index, 1, stream));
-    dsts_.clear();
-    srcs_.clear();
-    sizes_.clear();
+  if (events_.empty()) {
+    events_.resize(max_batches);
+    for (void*& e : events_) {
+      cudaEvent_t ev = nullptr;
+      WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+      e = ev;
+    }
   }
-  WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream));
+  if (launched_ - finished_ == max_batches) {  // the oldest batch's event is needed again
+    WARPSTORE_CUDA_TRY(
+        cudaEventSynchronize(static_cast<cudaEvent_t>(events_[finished_ % max_batches])));
+    ++finished_;
+  }
+  cudaMemcpyAttributes attr{};
+  attr.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  std::size_t attr_index = 0;
+  const cudaError_t issued = cudaMemcpyBatchAsync(dsts_.data(), srcs_.data(), sizes_.data(),
+                                                  dsts_.size(), &attr, &attr_index, 1, stream);
+  dsts_.clear();
+  srcs_.clear();
+  sizes_.clear();
+  WARPSTORE_CUDA_TRY(issued);
+  WARPSTORE_CUDA_TRY(
+      cudaEventRecord(static_cast<cudaEvent_t>(events_[launched_ % max_batches]), stream));
+  return ++launched_;
+}
+bool copy_stream::done(std::uint64_t mark) {
+  while (finished_ < mark) {
+    const cudaError_t e =
+        cudaEventQuery(static_cast<cudaEvent_t>(events_[finished_ % max_batches]));
+    if (e == cudaErrorNotReady) return false;
+    WARPSTORE_CUDA_TRY(e);
+    ++finished_;
+  }
+  return true;
+}
+void copy_stream::wait() {
+  launch();
+  WARPSTORE_CUDA_TRY(cudaStreamSynchronize(static_cast<cudaStream_t>(stream_)));
+  finished_ = launched_;
 }
 
 bool is_device_memory(const void* p) {
