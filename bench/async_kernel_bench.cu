@@ -77,8 +77,13 @@ struct shape {
   std::uint64_t m, k, n;
 };
 
+// The barrier of the block_threads threads that compute (warps 0 to 7): a
+// block's whole self, or all of it but the loader warp of the kernels that
+// have one (loader_warp_kernel).
+__device__ inline void compute_sync() { asm volatile("bar.sync 1, %0;" ::"n"(block_threads) : "memory"); }
+
 // C[row0 .. row0 + tile_rows) = A rows (rows[r]: K floats, nullptr: zero) * B.
-// Every thread of the block calls.
+// Threads 0 .. block_threads - 1 of the block call.
 __device__ void tile_product(const float* const* rows, const float* __restrict__ b, int k, int n,
                              float* __restrict__ c_rows, float* a_stage, float alpha = 1.f) {
   for (int col0 = 0; col0 < n; col0 += block_threads) {
@@ -87,14 +92,14 @@ __device__ void tile_product(const float* const* rows, const float* __restrict__
 #pragma unroll
     for (int r = 0; r < tile_rows; ++r) acc[r] = 0.f;
     for (int k0 = 0; k0 < k; k0 += k_step) {
-      __syncthreads();
+      compute_sync();
       for (int e = threadIdx.x; e < tile_rows * k_step / 4; e += block_threads) {
         const int r = e / (k_step / 4), q = e % (k_step / 4);
         const float4 v = rows[r] ? reinterpret_cast<const float4*>(rows[r] + k0)[q]
                                  : make_float4(0.f, 0.f, 0.f, 0.f);
         reinterpret_cast<float4*>(a_stage)[e] = v;
       }
-      __syncthreads();
+      compute_sync();
 #pragma unroll 2
       for (int kk = 0; kk < k_step; kk += 4) {
         const float b0 = b[std::size_t(k0 + kk) * n + col];
@@ -326,6 +331,104 @@ __global__ void __launch_bounds__(block_threads, 1) layers_async_kernel(array_re
     grid.sync();
     clock.lap(phase_barrier);
   }
+  clock.add_to(p.phase_ns);
+}
+
+// The chain with a loader warp (warp specialization): warps 0 to 7 compute
+// item i (the block's tiles in order, layer after layer) while warp 8, which
+// computes nothing, gets item i + 1 ready, so the move of its rows into GPU
+// memory (the GPU pull, at the wait) overlaps the compute instead of
+// following it. Async: the loader waits for item i + 1, posted one item
+// earlier, then posts item i + 2 (a batch always in flight behind the one it
+// collects). Sync: the loader pins item i + 1's rows (array_ref::pin, one
+// row a lane at a time): the strongest synchronous kernel, the overlap
+// without the batches. Tickets and pins live in shared memory, not in the
+// registers the product needs.
+constexpr int loader_block_threads = block_threads + 32;
+
+// Shared memory for N objects of a type with member initializers (which a
+// __shared__ variable cannot have): written before they are read.
+template <class T, std::size_t N>
+struct shared_slots {
+  alignas(T) unsigned char bytes[N * sizeof(T)];
+  __device__ T& operator[](std::size_t i) { return reinterpret_cast<T*>(bytes)[i]; }
+};
+
+// 224 registers a thread: one block of 288 threads a multiprocessor, the
+// product not spilling.
+template <bool Async>
+__global__ void __maxnreg__(224)
+    loader_warp_kernel(array_ref<float> a, layer_args p) {
+  __shared__ const float* rows[2][tile_rows];
+  __shared__ __align__(16) float stage[tile_rows * k_step];
+  __shared__ shared_slots<batch_ticket, 3 * 32> tickets;       // Async: items i .. i + 2, [i % 3][lane]
+  __shared__ shared_slots<pinned_line<float>, 2 * tile_rows> pins;  // sync: items i, i + 1, [i % 2][row]
+  const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
+  const unsigned lane = threadIdx.x % 32;
+  const bool loader = threadIdx.x >= block_threads;
+  const std::uint64_t span = tile_rows * p.k;
+  // The block's items: i -> (layer, tile); count per layer and in all.
+  const std::uint64_t per_layer =
+      blockIdx.x < p.tiles_per_layer ? (p.tiles_per_layer - blockIdx.x + gridDim.x - 1) / gridDim.x : 0;
+  const std::uint64_t items = per_layer * p.layers;
+  auto layer_of = [&](std::uint64_t i) { return static_cast<std::uint32_t>(i / per_layer); };
+  auto tile_of = [&](std::uint64_t i) { return blockIdx.x + (i % per_layer) * gridDim.x; };
+  auto first_of = [&](std::uint64_t i) { return p.first_element(layer_of(i), tile_of(i)); };
+  phase_clock clock;  // thread 0: a computing thread
+  clock.start();
+  // The loader makes item j ready: its rows in rows[j % 2], pinned.
+  auto ready = [&](std::uint64_t j) {
+    if constexpr (Async) {
+      batch_ticket t = tickets[j % 3 * 32 + lane];
+      const bool ok = a.wait(t);
+      tickets[j % 3 * 32 + lane] = t;
+      for (unsigned r = lane; r < tile_rows; r += 32)
+        rows[j % 2][r] = ok ? a.pinned_element(first_of(j) + r * p.k) : nullptr;
+      if (!ok && lane == 0) atomicAdd(p.failed, 1ull);
+      __syncwarp();  // prefetch is collective over the whole warp
+      if (j + 1 < items) tickets[(j + 1) % 3 * 32 + lane] = a.prefetch(first_of(j + 1), span, true);
+    } else {
+      for (unsigned r = lane; r < tile_rows; r += 32) {
+        pinned_line<float> line = a.pin(first_of(j) + r * p.k);
+        rows[j % 2][r] = line.valid() ? line.data : nullptr;
+        if (!line.valid()) atomicAdd(p.failed, 1ull);
+        pins[j % 2 * tile_rows + r] = line;
+      }
+    }
+  };
+  auto give_back = [&](std::uint64_t j) {
+    if constexpr (Async) {
+      batch_ticket t = tickets[j % 3 * 32 + lane];
+      a.release(t);
+    } else {
+      for (unsigned r = lane; r < tile_rows; r += 32) pins[j % 2 * tile_rows + r].release();
+    }
+  };
+  if (loader && items > 0) {
+    if constexpr (Async) tickets[lane] = a.prefetch(first_of(0), span, true);
+    ready(0);
+  }
+  __syncthreads();
+  clock.lap(phase_wait);
+  for (std::uint64_t i = 0; i < items; ++i) {
+    if (loader) {
+      if (i + 1 < items) ready(i + 1);
+    } else {
+      tile_product(rows[i % 2], p.in(layer_of(i)), int(p.k), int(p.n),
+                   p.out(layer_of(i), tile_of(i)), stage, p.alpha);
+      clock.lap(phase_compute);
+    }
+    __syncthreads();  // item i computed, item i + 1 ready
+    clock.lap(phase_wait);  // computing threads: waiting for the loader
+    if (loader) give_back(i);
+    if ((i + 1) % per_layer == 0) {
+      grid.sync();  // Y of this layer is whole
+      clock.lap(phase_barrier);
+    }
+  }
+  // Blocks without tiles still meet the others at every layer.
+  if (items == 0)
+    for (std::uint32_t l = 0; l < p.layers; ++l) grid.sync();
   clock.add_to(p.phase_ns);
 }
 
@@ -671,13 +774,17 @@ int run(const parsed_args& args) {
   if (layers > 0) {
     // A cooperative launch: every block resident at once.
     grid = std::min<unsigned>(grid, static_cast<unsigned>(s.k / tile_rows));
-    int per_sm_sync = 0, per_sm_async = 0;
+    int per_sm[4] = {};
     WARPSTORE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm_sync, layers_sync_kernel, block_threads, 0));
+        &per_sm[0], layers_sync_kernel, block_threads, 0));
     WARPSTORE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm_async, layers_async_kernel, block_threads, 0));
+        &per_sm[1], layers_async_kernel, block_threads, 0));
+    WARPSTORE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm[2], loader_warp_kernel<false>, loader_block_threads, 0));
+    WARPSTORE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+        &per_sm[3], loader_warp_kernel<true>, loader_block_threads, 0));
     const unsigned resident =
-        static_cast<unsigned>(std::min(per_sm_sync, per_sm_async) * prop.multiProcessorCount);
+        static_cast<unsigned>(*std::min_element(per_sm, per_sm + 4) * prop.multiProcessorCount);
     if (grid > resident)
       throw usage_error("--blocks-per-sm: " + std::to_string(grid) + " blocks, only " +
                         std::to_string(resident) + " can be resident for the grid barrier");
@@ -721,8 +828,10 @@ int run(const parsed_args& args) {
                             : check_c(c_dev, s, b_host, sample, checked);
         });
   };
-  auto warpstore_variant = [&](bool async) {
-    return [&, async] {
+  // async: the batches (prefetch, wait); loader_warp (the chain only): a
+  // warp of its own gets the next item ready (loader_warp_kernel).
+  auto warpstore_variant = [&](bool async, bool loader_warp = false) {
+    return [&, async, loader_warp] {
       a.cache().clear();
       a.cache().reset_stats();
       activity_scope busy(*a.shared_controller());
@@ -732,10 +841,14 @@ int run(const parsed_args& args) {
         array_ref<float> r = ref;
         layer_args c = chain;
         void* params[] = {&r, &c};
+        const void* kernel =
+            loader_warp ? (async ? reinterpret_cast<const void*>(&loader_warp_kernel<true>)
+                                 : reinterpret_cast<const void*>(&loader_warp_kernel<false>))
+            : async     ? reinterpret_cast<const void*>(&layers_async_kernel)
+                        : reinterpret_cast<const void*>(&layers_sync_kernel);
         WARPSTORE_CUDA_TRY(cudaLaunchCooperativeKernel(
-            async ? reinterpret_cast<const void*>(&layers_async_kernel)
-                  : reinterpret_cast<const void*>(&layers_sync_kernel),
-            dim3(grid), dim3(block_threads), params, 0, nullptr));
+            kernel, dim3(grid), dim3(loader_warp ? loader_block_threads : block_threads), params,
+            0, nullptr));
       } else if (async) {
         async_kernel<<<grid, block_threads>>>(ref, base);
       } else {
@@ -814,9 +927,17 @@ int run(const parsed_args& args) {
   std::fprintf(stderr, "  compute alone (A in GPU memory): %.3f s\n", compute_s);
   const variant_result sync = measure("sync", warpstore_variant(false));
   const variant_result async = measure("async", warpstore_variant(true));
+  // The chain: both again with a loader warp.
+  variant_result sync_lw, async_lw;
+  if (layers > 0) {
+    sync_lw = measure("sync+lw", warpstore_variant(false, true));
+    async_lw = measure("async+lw", warpstore_variant(true, true));
+  }
   if (args.flag("no-cpu")) {  // a diagnostic run: the phases above, no rows
     if (args.given("json")) throw usage_error("--no-cpu writes no results: drop --json");
-    return sync.mismatches + sync.failed + async.mismatches + async.failed == 0 ? 0 : 1;
+    std::uint64_t bad = 0;
+    for (const variant_result& v : {sync, async, sync_lw, async_lw}) bad += v.mismatches + v.failed;
+    return bad == 0 ? 0 : 1;
   }
   const std::uint64_t chunk_tiles =
       layers > 0 ? s.k / tile_rows
