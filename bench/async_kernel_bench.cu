@@ -354,10 +354,10 @@ struct shared_slots {
   __device__ T& operator[](std::size_t i) { return reinterpret_cast<T*>(bytes)[i]; }
 };
 
-// 224 registers a thread: one block of 288 threads a multiprocessor, the
-// product not spilling.
+// One block a multiprocessor: 9 warps, so three share one of its four
+// register files (168 registers a thread).
 template <bool Async>
-__global__ void __maxnreg__(224)
+__global__ void __launch_bounds__(loader_block_threads, 1)
     loader_warp_kernel(array_ref<float> a, layer_args p) {
   __shared__ const float* rows[2][tile_rows];
   __shared__ __align__(16) float stage[tile_rows * k_step];
