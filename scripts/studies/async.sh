@@ -9,7 +9,8 @@
 #   - the chain (the figure, async.kernel.vs_sync): 8 layers of 8192 x 8192
 #     float32 (2 GiB, 32 KiB rows), Y_l = alpha * A_l * Y_{l-1} with 2048
 #     columns, a grid barrier after each layer (compute about as long as the
-#     I/O of a layer);
+#     I/O of a layer); sync and async each by the computing warps and with a
+#     loader warp of their own;
 #   - independent tiles (tagged tiles): one 2 GiB A of 4 KiB rows, N = 2048
 #     and N = 512 (tiles.n512: I/O-heavy).
 # Results: $OUT/async.json.
