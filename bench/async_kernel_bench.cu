@@ -151,30 +151,76 @@ struct phase_clock {
   }
 };
 
+// One tile of the sync kernels: the loader warps pin its rows (`first` +
+// r * row_elems, one a lane), the block computes (compute()), they unpin.
+template <class Compute>
+__device__ void sync_tile(const array_ref<float>& a, std::uint64_t first, std::uint64_t row_elems,
+                          const float** rows, unsigned long long* failed, phase_clock& clock,
+                          Compute&& compute) {
+  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  pinned_line<float> line;
+  if (warp < loader_warps) {
+    line = a.pin(first + (warp * 32 + lane) * row_elems);
+    rows[warp * 32 + lane] = line.valid() ? line.data : nullptr;
+    if (!line.valid()) atomicAdd(failed, 1ull);
+  }
+  __syncthreads();
+  clock.lap(phase_wait);
+  compute();
+  __syncthreads();
+  clock.lap(phase_compute);
+  if (warp < loader_warps) line.release();
+  clock.lap(phase_release);
+}
+
 // sync: per tile, the loader warps pin its rows (one per lane), then compute.
 __global__ void __launch_bounds__(block_threads, 1) sync_kernel(array_ref<float> a, kernel_args p) {
   __shared__ const float* rows[tile_rows];
   __shared__ __align__(16) float stage[tile_rows * k_step];
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   phase_clock clock;
   clock.start();
-  for (std::uint64_t t = blockIdx.x; t < p.tiles; t += gridDim.x) {
-    pinned_line<float> line;
-    if (warp < loader_warps) {
-      const std::uint64_t row = t * tile_rows + warp * 32 + lane;
-      line = a.pin(row * p.s.k);
-      rows[warp * 32 + lane] = line.valid() ? line.data : nullptr;
-      if (!line.valid()) atomicAdd(p.failed, 1ull);
-    }
-    __syncthreads();
-    clock.lap(phase_wait);
-    tile_product(rows, p.b, int(p.s.k), int(p.s.n), p.c + t * tile_rows * p.s.n, stage);
-    __syncthreads();
-    clock.lap(phase_compute);
-    if (warp < loader_warps) line.release();
-    clock.lap(phase_release);
-  }
+  for (std::uint64_t t = blockIdx.x; t < p.tiles; t += gridDim.x)
+    sync_tile(a, t * tile_rows * p.s.k, p.s.k, rows, p.failed, clock, [&] {
+      tile_product(rows, p.b, int(p.s.k), int(p.s.n), p.c + t * tile_rows * p.s.n, stage);
+    });
   clock.add_to(p.phase_ns);
+}
+
+// One tile of the async kernels by the computing warps: warp 0 waits for
+// the tile's batch (`cur`, its rows `first` + r * row_elems), points `rows`
+// at its lines and posts the next tile's (`next_first`, if `has_next`) into
+// `ahead`; the block computes (compute()); warp 0 releases `cur` and keeps
+// `ahead` in it.
+template <class Compute>
+__device__ void same_warps_tile(const array_ref<float>& a, batch_ticket& cur, std::uint64_t first,
+                                std::uint64_t row_elems, bool has_next, std::uint64_t next_first,
+                                const float** rows, unsigned long long* failed,
+                                phase_clock& clock, Compute&& compute) {
+  const bool loader = threadIdx.x < 32;
+  batch_ticket ahead;
+  if (loader) {
+    const bool ok = a.wait(cur);
+    clock.lap(phase_wait);
+    for (unsigned r = threadIdx.x; r < tile_rows; r += 32)
+      rows[r] = ok ? a.pinned_element(first + r * row_elems) : nullptr;
+    if (!ok && threadIdx.x == 0) atomicAdd(failed, 1ull);
+    // prefetch is collective over calling_mask() (__activemask()): the
+    // lanes diverged in pinned_element (a per-lane tag scan) reconverge
+    // first, so the whole warp posts one batch.
+    __syncwarp();
+    if (has_next) ahead = a.prefetch(next_first, tile_rows * row_elems, true);
+    clock.lap(phase_post);
+  }
+  __syncthreads();
+  clock.lap(phase_wait);
+  compute();
+  __syncthreads();
+  clock.lap(phase_compute);
+  if (loader) {
+    a.release(cur);
+    cur = ahead;
+  }
+  clock.lap(phase_release);
 }
 
 // async: one loader warp posts the batch of the block's next tile (all its
@@ -189,43 +235,19 @@ __global__ void __launch_bounds__(block_threads, 1) sync_kernel(array_ref<float>
 __global__ void __launch_bounds__(block_threads, 1) async_kernel(array_ref<float> a, kernel_args p) {
   __shared__ const float* rows[tile_rows];
   __shared__ __align__(16) float stage[tile_rows * k_step];
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const bool loader = warp == 0;
-  const std::uint64_t span = tile_rows * p.s.k;
-  std::uint64_t t = blockIdx.x;
   phase_clock clock;
   clock.start();
   batch_ticket cur;
-  if (loader && t < p.tiles) cur = a.prefetch(t * tile_rows * p.s.k, span, true);
+  if (threadIdx.x < 32 && blockIdx.x < p.tiles)
+    cur = a.prefetch(blockIdx.x * tile_rows * p.s.k, tile_rows * p.s.k, true);
   clock.lap(phase_post);
-  for (; t < p.tiles; t += gridDim.x) {
+  for (std::uint64_t t = blockIdx.x; t < p.tiles; t += gridDim.x) {
     const std::uint64_t next = t + gridDim.x;
-    batch_ticket ahead;
-    if (loader) {
-      const bool ok = a.wait(cur);
-      clock.lap(phase_wait);
-      for (unsigned r = lane; r < tile_rows; r += 32) {
-        const std::uint64_t row = t * tile_rows + r;
-        rows[r] = ok ? a.pinned_element(row * p.s.k) : nullptr;
-      }
-      if (!ok && lane == 0) atomicAdd(p.failed, 1ull);
-      // prefetch is collective over calling_mask() (__activemask()): the
-      // lanes diverged in pinned_element (a per-lane tag scan) reconverge
-      // first, so the whole warp posts one batch.
-      __syncwarp();
-      if (next < p.tiles) ahead = a.prefetch(next * tile_rows * p.s.k, span, true);
-      clock.lap(phase_post);
-    }
-    __syncthreads();
-    clock.lap(phase_wait);
-    tile_product(rows, p.b, int(p.s.k), int(p.s.n), p.c + t * tile_rows * p.s.n, stage);
-    __syncthreads();
-    clock.lap(phase_compute);
-    if (loader) {
-      a.release(cur);
-      cur = ahead;
-    }
-    clock.lap(phase_release);
+    same_warps_tile(a, cur, t * tile_rows * p.s.k, p.s.k, next < p.tiles,
+                    next * tile_rows * p.s.k, rows, p.failed, clock, [&] {
+                      tile_product(rows, p.b, int(p.s.k), int(p.s.n),
+                                   p.c + t * tile_rows * p.s.n, stage);
+                    });
   }
   clock.add_to(p.phase_ns);
 }
@@ -250,85 +272,46 @@ struct layer_args {
   }
 };
 
-// sync over the chain: per tile, the loader warps pin its rows, the block
-// computes; the grid meets after each layer.
-__global__ void __launch_bounds__(block_threads, 1) layers_sync_kernel(array_ref<float> a,
-                                                                       layer_args p) {
+// The chain by the computing warps. Sync: per tile, the loader warps pin
+// its rows, the block computes (sync_tile). Async: the block's tiles in
+// order, layer after layer; warp 0 posts the next one (of this layer or the
+// next: the rows of A do not depend on Y) before the block computes this
+// one (same_warps_tile), so the reads of layer l + 1 run while the grid
+// finishes layer l and meets. The grid meets after each layer.
+template <bool Async>
+__global__ void __launch_bounds__(block_threads, 1) layers_kernel(array_ref<float> a,
+                                                                  layer_args p) {
   __shared__ const float* rows[tile_rows];
   __shared__ __align__(16) float stage[tile_rows * k_step];
   const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-  const unsigned warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   phase_clock clock;
   clock.start();
+  [[maybe_unused]] batch_ticket cur;
+  if constexpr (Async) {
+    if (threadIdx.x < 32 && blockIdx.x < p.tiles_per_layer)
+      cur = a.prefetch(p.first_element(0, blockIdx.x), tile_rows * p.k, true);
+    clock.lap(phase_post);
+  }
   for (std::uint32_t l = 0; l < p.layers; ++l) {
     for (std::uint64_t t = blockIdx.x; t < p.tiles_per_layer; t += gridDim.x) {
-      pinned_line<float> line;
-      if (warp < loader_warps) {
-        line = a.pin(p.first_element(l, t) + (warp * 32 + lane) * p.k);
-        rows[warp * 32 + lane] = line.valid() ? line.data : nullptr;
-        if (!line.valid()) atomicAdd(p.failed, 1ull);
+      auto compute = [&] {
+        tile_product(rows, p.in(l), int(p.k), int(p.n), p.out(l, t), stage, p.alpha);
+      };
+      if constexpr (Async) {
+        std::uint32_t next_l = l;
+        std::uint64_t next_t = t + gridDim.x;
+        if (next_t >= p.tiles_per_layer) {
+          next_l = l + 1;
+          next_t = blockIdx.x;
+        }
+        same_warps_tile(a, cur, p.first_element(l, t), p.k, next_l < p.layers,
+                        next_l < p.layers ? p.first_element(next_l, next_t) : 0, rows, p.failed,
+                        clock, compute);
+      } else {
+        sync_tile(a, p.first_element(l, t), p.k, rows, p.failed, clock, compute);
       }
-      __syncthreads();
-      clock.lap(phase_wait);
-      tile_product(rows, p.in(l), int(p.k), int(p.n), p.out(l, t), stage, p.alpha);
-      __syncthreads();
-      clock.lap(phase_compute);
-      if (warp < loader_warps) line.release();
-      clock.lap(phase_release);
     }
     grid.sync();  // Y_l is whole
-    clock.lap(phase_barrier);
-  }
-  clock.add_to(p.phase_ns);
-}
-
-// async over the chain: the block's tiles in order, layer after layer; the
-// loader warp posts the next one (of this layer or the next: the rows of A
-// do not depend on Y) before the block computes this one, so the reads of
-// layer l + 1 run while the grid finishes layer l and meets.
-__global__ void __launch_bounds__(block_threads, 1) layers_async_kernel(array_ref<float> a,
-                                                                        layer_args p) {
-  __shared__ const float* rows[tile_rows];
-  __shared__ __align__(16) float stage[tile_rows * k_step];
-  const cooperative_groups::grid_group grid = cooperative_groups::this_grid();
-  const bool loader = threadIdx.x / 32 == 0;
-  const std::uint64_t span = tile_rows * p.k;
-  phase_clock clock;
-  clock.start();
-  batch_ticket cur;
-  if (loader && blockIdx.x < p.tiles_per_layer) cur = a.prefetch(p.first_element(0, blockIdx.x), span, true);
-  clock.lap(phase_post);
-  for (std::uint32_t l = 0; l < p.layers; ++l) {
-    for (std::uint64_t t = blockIdx.x; t < p.tiles_per_layer; t += gridDim.x) {
-      std::uint32_t next_l = l;
-      std::uint64_t next_t = t + gridDim.x;
-      if (next_t >= p.tiles_per_layer) {
-        next_l = l + 1;
-        next_t = blockIdx.x;
-      }
-      batch_ticket ahead;
-      if (loader) {
-        const bool ok = a.wait(cur);
-        clock.lap(phase_wait);
-        for (unsigned r = threadIdx.x; r < tile_rows; r += 32)
-          rows[r] = ok ? a.pinned_element(p.first_element(l, t) + r * p.k) : nullptr;
-        if (!ok && threadIdx.x == 0) atomicAdd(p.failed, 1ull);
-        __syncwarp();  // prefetch is collective over the whole warp
-        if (next_l < p.layers) ahead = a.prefetch(p.first_element(next_l, next_t), span, true);
-        clock.lap(phase_post);
-      }
-      __syncthreads();
-      clock.lap(phase_wait);
-      tile_product(rows, p.in(l), int(p.k), int(p.n), p.out(l, t), stage, p.alpha);
-      __syncthreads();
-      clock.lap(phase_compute);
-      if (loader) {
-        a.release(cur);
-        cur = ahead;
-      }
-      clock.lap(phase_release);
-    }
-    grid.sync();
     clock.lap(phase_barrier);
   }
   clock.add_to(p.phase_ns);
@@ -601,47 +584,68 @@ void read_range(int fd, void* host, std::uint64_t offset, std::uint64_t bytes, u
   for (auto& t : pool) t.join();
 }
 
-// CPU-orchestrated double buffering: chunks of `chunk_tiles` tiles.
-variant_result run_cpu(const std::string& path, const shape& s, const kernel_args& base,
-                       std::uint64_t chunk_tiles, unsigned threads, unsigned grid) {
-  const std::uint64_t chunk_bytes = chunk_tiles * tile_rows * s.k * 4;
-  float* host[2];
-  float* dev[2];
-  cudaStream_t stream[2];
-  for (int i = 0; i < 2; ++i) {
-    WARPSTORE_CUDA_TRY(cudaMallocHost(&host[i], chunk_bytes));
-    WARPSTORE_CUDA_TRY(cudaMalloc(&dev[i], chunk_bytes));
-    WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&stream[i], cudaStreamNonBlocking));
-  }
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw std::runtime_error("cannot open " + path);
+// What CPU double buffering works with: two pinned host buffers, two
+// device buffers, two streams and an event on each, and the file. finish()
+// waits for both streams, frees them (every call checked) and returns the
+// run's time and failed reads.
+struct double_buffers {
+  float* host[2] = {};
+  float* dev[2] = {};
+  cudaStream_t stream[2] = {};
+  cudaEvent_t done[2] = {};
+  int fd = -1;
   std::atomic<std::uint64_t> short_reads{0};
-  const std::uint64_t tiles = base.tiles;
   stopwatch clock;
-  for (std::uint64_t first = 0, c = 0; first < tiles; first += chunk_tiles, ++c) {
-    const int i = static_cast<int>(c & 1);
-    const std::uint64_t n_tiles = std::min(chunk_tiles, tiles - first);
-    const std::uint64_t bytes = n_tiles * tile_rows * s.k * 4;
-    const std::uint64_t offset = first * tile_rows * s.k * 4;
+
+  double_buffers(const std::string& path, std::uint64_t bytes) {
+    for (int i = 0; i < 2; ++i) {
+      WARPSTORE_CUDA_TRY(cudaMallocHost(&host[i], bytes));
+      WARPSTORE_CUDA_TRY(cudaMalloc(&dev[i], bytes));
+      WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&stream[i], cudaStreamNonBlocking));
+      WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
+    }
+    fd = ::open(path.c_str(), O_RDONLY);
+    if (fd < 0) throw std::runtime_error("cannot open " + path);
+    clock.restart();
+  }
+  // Bytes [offset, offset + bytes) of the file into buffer i, once the
+  // stream's earlier work with it is done, then to the GPU on its stream.
+  void load(int i, std::uint64_t offset, std::uint64_t bytes, unsigned threads) {
     WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream[i]));  // buffer i is free again
     read_range(fd, host[i], offset, bytes, threads, short_reads);
     WARPSTORE_CUDA_TRY(
         cudaMemcpyAsync(dev[i], host[i], bytes, cudaMemcpyHostToDevice, stream[i]));
+  }
+  variant_result finish() {
+    for (int i = 0; i < 2; ++i) WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream[i]));
+    variant_result r;
+    r.seconds = clock.seconds();
+    r.failed = short_reads.load();
+    ::close(fd);
+    for (int i = 0; i < 2; ++i) {
+      WARPSTORE_CUDA_TRY(cudaFreeHost(host[i]));
+      WARPSTORE_CUDA_TRY(cudaFree(dev[i]));
+      WARPSTORE_CUDA_TRY(cudaStreamDestroy(stream[i]));
+      WARPSTORE_CUDA_TRY(cudaEventDestroy(done[i]));
+    }
+    return r;
+  }
+};
+
+// CPU-orchestrated double buffering: chunks of `chunk_tiles` tiles.
+variant_result run_cpu(const std::string& path, const shape& s, const kernel_args& base,
+                       std::uint64_t chunk_tiles, unsigned threads, unsigned grid) {
+  double_buffers db(path, chunk_tiles * tile_rows * s.k * 4);
+  const std::uint64_t tiles = base.tiles;
+  for (std::uint64_t first = 0, c = 0; first < tiles; first += chunk_tiles, ++c) {
+    const int i = static_cast<int>(c & 1);
+    const std::uint64_t n_tiles = std::min(chunk_tiles, tiles - first);
+    db.load(i, first * tile_rows * s.k * 4, n_tiles * tile_rows * s.k * 4, threads);
     chunk_kernel<<<std::min<unsigned>(grid, static_cast<unsigned>(n_tiles)), block_threads, 0,
-                   stream[i]>>>(dev[i], n_tiles, first, base);
+                   db.stream[i]>>>(db.dev[i], n_tiles, first, base);
     check_launched("chunk_kernel");
   }
-  for (int i = 0; i < 2; ++i) WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream[i]));
-  variant_result r;
-  r.seconds = clock.seconds();
-  r.failed = short_reads.load();
-  ::close(fd);
-  for (int i = 0; i < 2; ++i) {
-    WARPSTORE_CUDA_TRY(cudaFreeHost(host[i]));
-    WARPSTORE_CUDA_TRY(cudaFree(dev[i]));
-    WARPSTORE_CUDA_TRY(cudaStreamDestroy(stream[i]));
-  }
-  return r;
+  return db.finish();
 }
 
 // The chain's output, Y_1 .. Y_layers, on sampled rows of each layer against
@@ -690,27 +694,11 @@ variant_result run_cpu_layers(const std::string& path, std::uint64_t k, std::uin
                               std::uint32_t layers, float* y_dev, float alpha, unsigned threads,
                               unsigned grid, unsigned long long* failed_dev) {
   const std::uint64_t layer_bytes = k * k * 4, tiles = k / tile_rows;
-  float* host[2];
-  float* dev[2];
-  cudaStream_t stream[2];
-  cudaEvent_t done[2];
-  for (int i = 0; i < 2; ++i) {
-    WARPSTORE_CUDA_TRY(cudaMallocHost(&host[i], layer_bytes));
-    WARPSTORE_CUDA_TRY(cudaMalloc(&dev[i], layer_bytes));
-    WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&stream[i], cudaStreamNonBlocking));
-    WARPSTORE_CUDA_TRY(cudaEventCreateWithFlags(&done[i], cudaEventDisableTiming));
-  }
-  const int fd = ::open(path.c_str(), O_RDONLY);
-  if (fd < 0) throw std::runtime_error("cannot open " + path);
-  std::atomic<std::uint64_t> short_reads{0};
-  stopwatch clock;
+  double_buffers db(path, layer_bytes);
   for (std::uint32_t l = 0; l < layers; ++l) {
     const int i = static_cast<int>(l & 1);
-    WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream[i]));  // layer l - 2 is done with buffer i
-    read_range(fd, host[i], std::uint64_t{l} * layer_bytes, layer_bytes, threads, short_reads);
-    WARPSTORE_CUDA_TRY(
-        cudaMemcpyAsync(dev[i], host[i], layer_bytes, cudaMemcpyHostToDevice, stream[i]));
-    if (l > 0) WARPSTORE_CUDA_TRY(cudaStreamWaitEvent(stream[i], done[1 - i], 0));  // Y_l
+    db.load(i, std::uint64_t{l} * layer_bytes, layer_bytes, threads);  // layer l - 2 is done
+    if (l > 0) WARPSTORE_CUDA_TRY(cudaStreamWaitEvent(db.stream[i], db.done[1 - i], 0));  // Y_l
     const kernel_args args{y_dev + std::uint64_t{l} * k * n,
                            y_dev + (std::uint64_t{l} + 1) * k * n,
                            shape{k, k, n},
@@ -719,22 +707,11 @@ variant_result run_cpu_layers(const std::string& path, std::uint64_t k, std::uin
                            nullptr,
                            alpha};
     chunk_kernel<<<std::min<unsigned>(grid, static_cast<unsigned>(tiles)), block_threads, 0,
-                   stream[i]>>>(dev[i], tiles, 0, args);
+                   db.stream[i]>>>(db.dev[i], tiles, 0, args);
     check_launched("chunk_kernel");
-    WARPSTORE_CUDA_TRY(cudaEventRecord(done[i], stream[i]));
+    WARPSTORE_CUDA_TRY(cudaEventRecord(db.done[i], db.stream[i]));
   }
-  for (int i = 0; i < 2; ++i) WARPSTORE_CUDA_TRY(cudaStreamSynchronize(stream[i]));
-  variant_result r;
-  r.seconds = clock.seconds();
-  r.failed = short_reads.load();
-  ::close(fd);
-  for (int i = 0; i < 2; ++i) {
-    WARPSTORE_CUDA_TRY(cudaFreeHost(host[i]));
-    WARPSTORE_CUDA_TRY(cudaFree(dev[i]));
-    WARPSTORE_CUDA_TRY(cudaStreamDestroy(stream[i]));
-    WARPSTORE_CUDA_TRY(cudaEventDestroy(done[i]));
-  }
-  return r;
+  return db.finish();
 }
 
 int run(const parsed_args& args) {
@@ -776,9 +753,9 @@ int run(const parsed_args& args) {
     grid = std::min<unsigned>(grid, static_cast<unsigned>(s.k / tile_rows));
     int per_sm[4] = {};
     WARPSTORE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm[0], layers_sync_kernel, block_threads, 0));
+        &per_sm[0], layers_kernel<false>, block_threads, 0));
     WARPSTORE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm[1], layers_async_kernel, block_threads, 0));
+        &per_sm[1], layers_kernel<true>, block_threads, 0));
     WARPSTORE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
         &per_sm[2], loader_warp_kernel<false>, loader_block_threads, 0));
     WARPSTORE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -844,8 +821,8 @@ int run(const parsed_args& args) {
         const void* kernel =
             loader_warp ? (async ? reinterpret_cast<const void*>(&loader_warp_kernel<true>)
                                  : reinterpret_cast<const void*>(&loader_warp_kernel<false>))
-            : async     ? reinterpret_cast<const void*>(&layers_async_kernel)
-                        : reinterpret_cast<const void*>(&layers_sync_kernel);
+            : async     ? reinterpret_cast<const void*>(&layers_kernel<true>)
+                        : reinterpret_cast<const void*>(&layers_kernel<false>);
         WARPSTORE_CUDA_TRY(cudaLaunchCooperativeKernel(
             kernel, dim3(grid), dim3(loader_warp ? loader_block_threads : block_threads), params,
             0, nullptr));
@@ -987,37 +964,34 @@ int run(const parsed_args& args) {
   const std::string tag = args.str("tag").empty() ? "" : "." + args.str("tag");
   std::vector<result> results;
   auto wrong = [](const variant_result& v) { return v.mismatches + v.failed; };
+  // The figure: the faster async kernel against the faster sync kernel
+  // (the chain: with a loader warp both, where it pays). Beside it, for the
+  // chain, what the batches gain against the plain sync kernel, and the
+  // batches used by the computing warps themselves.
+  const bool lw_async = layers > 0 && async_lw.seconds < async.seconds;
+  const bool lw_sync = layers > 0 && sync_lw.seconds < sync.seconds;
+  const variant_result& best_async = lw_async ? async_lw : async;
+  const variant_result& best_sync = lw_sync ? sync_lw : sync;
+  results.push_back(row("async.kernel.vs_sync" + tag, best_async, gbps(best_sync.seconds),
+                        (lw_sync ? "async.kernel.sync_loader_warp" : "async.kernel.sync") + tag,
+                        wrong(best_sync)));
   if (layers > 0) {
-    // The figure: the faster async kernel against the faster sync kernel
-    // (with a loader warp both, where it pays). Beside it, what the batches
-    // gain against the plain sync kernel, and the batches used by the
-    // computing warps themselves.
-    const bool lw_async = async_lw.seconds < async.seconds, lw_sync = sync_lw.seconds < sync.seconds;
-    const variant_result& best_async = lw_async ? async_lw : async;
-    const variant_result& best_sync = lw_sync ? sync_lw : sync;
-    const std::string best_sync_name = lw_sync ? "async.kernel.sync_loader_warp" : "async.kernel.sync";
-    results.push_back(row("async.kernel.vs_sync" + tag, best_async, gbps(best_sync.seconds),
-                          best_sync_name + tag, wrong(best_sync)));
     results.back().params.push_back(
         {"async_kernel", json::value(lw_async ? "loader warp" : "same warps")});
     results.push_back(row("async.kernel.vs_sync.plain" + tag, best_async, gbps(sync.seconds),
                           "async.kernel.sync" + tag, wrong(sync)));
     results.push_back(row("async.kernel.vs_sync.same_warps" + tag, async, gbps(sync.seconds),
                           "async.kernel.sync" + tag, wrong(sync)));
-    results.push_back(row("async.kernel.vs_cpu_double_buffer" + tag, best_async, gbps(cpu.seconds),
-                          "async.kernel.cpu_double_buffer" + tag, wrong(cpu)));
-    results.push_back(row("async.kernel.sync" + tag, sync, std::nullopt, "", 0));
+  }
+  results.push_back(row("async.kernel.vs_cpu_double_buffer" + tag, best_async, gbps(cpu.seconds),
+                        "async.kernel.cpu_double_buffer" + tag, wrong(cpu)));
+  results.push_back(row("async.kernel.sync" + tag, sync, std::nullopt, "", 0));
+  results.push_back(row("async.kernel.cpu_double_buffer" + tag, cpu, std::nullopt, "", 0));
+  if (layers > 0) {
     results.push_back(row("async.kernel.sync_loader_warp" + tag, sync_lw, std::nullopt, "", 0));
     results.push_back(row("async.kernel.async_same_warps" + tag, async, std::nullopt, "", 0));
     results.push_back(row("async.kernel.async_loader_warp" + tag, async_lw, std::nullopt, "", 0));
-    results.push_back(row("async.kernel.cpu_double_buffer" + tag, cpu, std::nullopt, "", 0));
   } else {
-    results.push_back(row("async.kernel.vs_sync" + tag, async, gbps(sync.seconds),
-                          "async.kernel.sync" + tag, wrong(sync)));
-    results.push_back(row("async.kernel.vs_cpu_double_buffer" + tag, async, gbps(cpu.seconds),
-                          "async.kernel.cpu_double_buffer" + tag, wrong(cpu)));
-    results.push_back(row("async.kernel.sync" + tag, sync, std::nullopt, "", 0));
-    results.push_back(row("async.kernel.cpu_double_buffer" + tag, cpu, std::nullopt, "", 0));
     results.push_back(row("async.kernel.async" + tag, async, std::nullopt, "", 0));
   }
   {
