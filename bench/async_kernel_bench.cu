@@ -1,7 +1,7 @@
 // Asynchronous batches from kernels, in a kernel where compute and I/O are
 // comparable: a tiled out-of-core matrix product C = A * B. A (M x K
 // float32) is a file, read through warpstore; B (K x N) and C sit in GPU
-// memory. Three ways to feed the same tile product, measured in one run:
+// memory. The ways to feed the same tile product, measured in one run:
 //
 //   sync   a persistent grid; per tile, two warps pin its rows (array_ref::pin,
 //          one row per lane: their misses fill together), the block computes,
@@ -9,6 +9,9 @@
 //   async  the same grid, double-buffered: the batch of tile k+1 is posted
 //          (array_ref::prefetch, pinned) before tile k is computed, and
 //          waited for after.
+//   sync+lw, async+lw (--layers only)  the same two with a ninth warp that
+//          computes nothing and gets the next tile ready while the others
+//          compute (loader_warp_kernel).
 //   cpu    CPU-orchestrated double buffering: host threads pread chunks of
 //          rows into two pinned buffers, cudaMemcpyAsync on two streams, and
 //          a plain kernel over each chunk with the same tile product.
@@ -1035,7 +1038,7 @@ int main(int argc, char** argv) {
               "A of --a-bytes, independent tiles)")
       .option("k", "COUNT", "1024", "columns of A (a row is one cache line: 4 * K bytes)")
       .option("n", "COUNT", "2048", "columns of B and C (a multiple of 256): compute per byte of A")
-      .option("blocks-per-sm", "COUNT", "1", "resident blocks per multiprocessor (persistent grid)")
+      .option("blocks-per-sm", "COUNT", "1", "blocks per multiprocessor in the grid (the kernels take a multiprocessor's registers: one is resident at a time; the chain refuses more)")
       .option("cpu-chunk", "BYTES", "32MiB", "rows per pread + copy in the cpu variant (with --layers: a layer)")
       .option("trials", "COUNT", "3", "runs of each variant (median reported)")
       .option("check-rows", "COUNT", "32", "rows of C checked against the CPU reference, per trial")
