@@ -51,12 +51,26 @@ constexpr std::uint64_t nap_long_quiet_ns = 20'000'000;
 std::mutex engine_mutex;
 std::weak_ptr<io_engine> engine_instance;
 pid_t engine_pid = 0;
+// Engines of a parent process, in a forked child: never used, never freed
+// (their threads did not come along, so their destructors would wait for
+// threads that do not exist).
+std::vector<std::shared_ptr<io_engine>>* orphans = nullptr;
+
+void orphan(std::shared_ptr<io_engine> e) {
+  if (orphans == nullptr) orphans = new std::vector<std::shared_ptr<io_engine>>;
+  orphans->push_back(std::move(e));
+}
 
 }  // namespace
 
 struct io_engine::lane {
   unsigned index = 0;
   std::mutex mutex;
+  // Held by the thread while it is inside a round (not while it naps or
+  // waits for a generation). fork() takes every lane's, so no engine thread
+  // is halfway through a round, holding a lock of the allocator, of liburing
+  // or of a unit, when the child is made.
+  std::mutex round_mutex;
   std::condition_variable sleep_cv;  // the thread naps here
   std::condition_variable acked_cv;  // detach() waits here
   std::vector<service_unit*> units;  // under mutex
@@ -71,15 +85,58 @@ struct io_engine::lane {
   std::thread thread;
 };
 
+// fork(): the engine that prepare() quiesced, for the parent's and the
+// child's halves. Set and cleared under engine_mutex, which prepare holds
+// across the fork.
+namespace {
+std::shared_ptr<io_engine> forking;
+}
+
+void io_engine::before_fork() noexcept {
+  engine_mutex.lock();
+  if (engine_pid == ::getpid()) forking = engine_instance.lock();
+  if (forking) forking->quiesce(true);
+}
+
+void io_engine::after_fork_in_parent() noexcept {
+  std::shared_ptr<io_engine> e = std::move(forking);
+  if (e) e->quiesce(false);
+  engine_mutex.unlock();
+  // `e` may be the last reference now (another thread closed the last
+  // controller meanwhile): the engine then stops here, with no lock held.
+}
+
+void io_engine::after_fork_in_child() noexcept {
+  if (forking) {
+    forking->quiesce(false);  // its locks, for whatever looks at it later
+    orphan(std::move(forking));
+  }
+  engine_mutex.unlock();
+}
+
+void io_engine::quiesce(bool hold) noexcept {
+  if (hold) {
+    mutex_.lock();
+    for (auto& l : lanes_) l->round_mutex.lock();
+  } else {
+    for (auto& l : lanes_) l->round_mutex.unlock();
+    mutex_.unlock();
+  }
+}
+
 std::shared_ptr<io_engine> io_engine::acquire(unsigned threads) {
+  static std::once_flag fork_handlers;
+  std::call_once(fork_handlers, [] {
+    ::pthread_atfork(&io_engine::before_fork, &io_engine::after_fork_in_parent,
+                     &io_engine::after_fork_in_child);
+  });
   std::lock_guard<std::mutex> lock(engine_mutex);
   std::shared_ptr<io_engine> e = engine_instance.lock();
   if (e && engine_pid != ::getpid()) {
-    // A forked child: the parent's threads did not come along, and its
-    // locks may be held forever. Leave that engine to the parent's
-    // controllers (the child never closes them) and start a new one.
-    static auto* orphans = new std::vector<std::shared_ptr<io_engine>>;
-    orphans->push_back(std::move(e));
+    // A forked child: the parent's threads did not come along. Leave that
+    // engine to the parent's controllers (the child never closes them) and
+    // start a new one.
+    orphan(std::move(e));
     e.reset();
   }
   if (!e) {
@@ -175,6 +232,7 @@ void io_engine::run(lane& l) {
   std::uint64_t idle_since = steady_ns();
   std::uint64_t nap = 0;
   for (;;) {
+    std::unique_lock<std::mutex> in_round(l.round_mutex);  // until the nap, or the next pass
     if (l.changed.load(std::memory_order_acquire) != running) {
       std::lock_guard<std::mutex> lock(l.mutex);
       if (l.stop) return;
@@ -236,6 +294,7 @@ void io_engine::run(lane& l) {
     }
     const std::uint64_t longest = quiet < long_quiet_ns ? nap_longest_ns : nap_long_quiet_ns;
     nap = nap == 0 ? nap_first_ns : std::min(2 * nap, longest);
+    in_round.unlock();
     std::unique_lock<std::mutex> lock(l.mutex);
     l.napping.store(true, std::memory_order_seq_cst);
     auto woken = [&] {

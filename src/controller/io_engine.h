@@ -7,7 +7,9 @@
 //
 // The pool lives while some controller holds it: the first controller
 // starts it, the last one stops it. A forked child never uses its parent's
-// pool (its threads did not cross fork()): it starts its own.
+// pool (its threads did not cross fork()): it starts its own. fork() waits
+// for every engine thread to finish the round it is in (a pthread_atfork
+// handler), so the child never inherits a lock an engine thread held.
 // Private to src/controller/.
 #pragma once
 
@@ -67,6 +69,11 @@ class io_engine {
  private:
   io_engine() = default;
   void grow(unsigned threads);
+  // fork(): hold (or give back) the engine's lock and every thread's round.
+  void quiesce(bool hold) noexcept;
+  static void before_fork() noexcept;
+  static void after_fork_in_parent() noexcept;
+  static void after_fork_in_child() noexcept;
   void run(lane& l);
 
   mutable std::mutex mutex_;  // guards lanes_ (growth) against attach

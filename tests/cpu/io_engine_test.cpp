@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "controller/io_engine.h"
 #include "test_files.h"
 #include "warpstore/array.cuh"
 
@@ -162,6 +163,43 @@ TEST(IoEngine, ForkedChildStartsItsOwnPool) {
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "1: no result, 2: wrong data or pool, 3: threw";
   EXPECT_EQ(wrong_reads(parent, 100, 3), 0u);
+}
+
+// fork() waits for an engine thread that is inside a round: the child is
+// never made while an engine thread is halfway through one (where it may
+// hold the allocator's lock, or a unit's), so the child sees the round
+// either not begun or finished.
+TEST(IoEngine, ForkWaitsForTheRoundInProgress) {
+  struct slow_unit : host_detail::service_unit {
+    std::atomic<bool> armed{true}, in_round{false};
+    bool round() override {
+      if (!armed.exchange(false)) return false;
+      in_round.store(true);
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      in_round.store(false);
+      return true;
+    }
+    bool busy() const override { return false; }
+    void wait_briefly(long long) override {}
+    bool announced() const override { return false; }
+    bool released(std::uint64_t) const override { return true; }
+    void stopped(std::exception_ptr) noexcept override {}
+  } unit;
+  std::shared_ptr<host_detail::io_engine> engine = host_detail::io_engine::acquire(1);
+  host_detail::io_engine::lane* l = engine->attach(&unit, {});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!unit.in_round.load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  ASSERT_TRUE(unit.in_round.load()) << "the engine thread never ran the unit";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) ::_exit(unit.in_round.load() ? 1 : 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "the child was made while the engine thread was in a round";
+  EXPECT_FALSE(unit.in_round.load());
+  engine->detach(&unit, l);
 }
 
 // The submission mark moves when reads go out and only then: a gather that
