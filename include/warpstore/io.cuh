@@ -264,17 +264,11 @@ struct io_ref {
   WARPSTORE_HD static nvme::status collect_reads(const queue_pair_ref& qp, unsigned mask,
                                                  bool active, const io_request& r,
                                                  std::uint64_t ticket, nvme::status mine) {
-    // Every lane looks for its completion at once first: where the batch
-    // completed while the warp was away (a posted prefetch), the loop below
-    // pays only for the copies, not one more round trip per line.
-    const bool waiting = active && mine.success();
-    nvme::status early;
-    const bool done = waiting && qp.poll(ticket, early);
-    unsigned todo = detail::warp::ballot(mask, waiting);
+    unsigned todo = detail::warp::ballot(mask, active && mine.success());
     while (todo) {
       const unsigned src = detail::warp::first_lane(todo);
       todo &= todo - 1;
-      if (detail::warp::lane() == src) mine = done ? early : qp.wait(ticket);
+      if (detail::warp::lane() == src) mine = qp.wait(ticket);
       const std::uint16_t raw = detail::warp::shfl(mask, mine.raw, src);
       const std::uint64_t t = detail::warp::shfl(mask, ticket, src);
       if (nvme::status{raw}.success() && qp.staging != nullptr) {

@@ -303,18 +303,7 @@ WARPSTORE_HD inline void cooperative_copy(unsigned mask, void* dst, const void* 
   const auto* s = static_cast<const uint4*>(src);
   const std::uint32_t words = bytes / 16;
   std::uint32_t i = r;
-  // Eight loads in flight per lane before the first store: a 4 KiB line
-  // from pinned host memory is one PCIe round trip for a whole warp, not
-  // two (the copy of a completed READ is latency-bound: the warp collecting
-  // a batch copies its lines one after another).
-  constexpr unsigned depth = 8;
-  for (; i + (depth - 1) * n < words; i += depth * n) {
-    uint4 v[depth];
-#pragma unroll
-    for (unsigned j = 0; j < depth; ++j) v[j] = __ldcv(s + i + j * n);
-#pragma unroll
-    for (unsigned j = 0; j < depth; ++j) d[i + j * n] = v[j];
-  }
+  // Four loads in flight per lane before the first store.
   for (; i + 3 * n < words; i += 4 * n) {
     uint4 a = __ldcv(s + i), b = __ldcv(s + i + n), c = __ldcv(s + i + 2 * n),
           e = __ldcv(s + i + 3 * n);
