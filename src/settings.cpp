@@ -16,18 +16,10 @@
 
 namespace warpstore {
 
-std::uint32_t default_service_threads() {
-  // A quarter of the cores, 1 to 4. Measured on the 16-core H100 machine:
-  // a gather alone (bench/python_fetch.py, 13 K rows of 512 B from the page
-  // cache) takes 3.0 ms with 4 threads and 2.05 ms with 8, but inside a
-  // training loop whose PyTorch CPU work keeps every core busy the GraphSAGE
-  // epoch took 0.90 s with 4 threads and 1.39 s with 8.
-  //
+std::uint32_t process_cores() {
   // The cores are the ones this process may run on (its affinity mask, as
   // torchrun or a job scheduler sets it), and a node running one process a
-  // GPU (LOCAL_WORLD_SIZE, set by torchrun) shares that quarter among them:
-  // each process has its own engine, and together they must not outnumber
-  // what the machine can spare.
+  // GPU (LOCAL_WORLD_SIZE, set by torchrun) shares them among those.
   unsigned cores = std::thread::hardware_concurrency();
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -39,7 +31,18 @@ std::uint32_t default_service_threads() {
     const unsigned long n = std::strtoul(v, &end, 10);
     if (end != v && *end == '\0' && n >= 1 && n <= 4096) local_processes = static_cast<unsigned>(n);
   }
-  return std::clamp(cores / 4 / local_processes, 1u, 4u);
+  return std::max(1u, cores / local_processes);
+}
+
+std::uint32_t default_service_threads() {
+  // A quarter of the process's cores, 1 to 4. Measured on the 16-core H100
+  // machine: a gather alone (bench/python_fetch.py, 13 K rows of 512 B from
+  // the page cache) takes 3.0 ms with 4 threads and 2.05 ms with 8, but
+  // inside a training loop whose PyTorch CPU work keeps every core busy the
+  // GraphSAGE epoch took 0.90 s with 4 threads and 1.39 s with 8. Each
+  // process has its own engine: together they must not outnumber what the
+  // machine can spare.
+  return std::clamp(process_cores() / 4, 1u, 4u);
 }
 
 namespace {

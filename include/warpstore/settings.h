@@ -21,6 +21,10 @@ enum class delivery {
 // staging grows with it): WARPSTORE_QUEUE_DEPTH and queue_pairs agree on it.
 inline constexpr std::uint32_t max_queue_depth = 4096;
 
+// The cores this process may use: its affinity mask, shared among the
+// processes torchrun started on this node (LOCAL_WORLD_SIZE). At least 1.
+std::uint32_t process_cores();
+
 // Service threads a host controller runs on unless set: a quarter of the
 // machine's cores, 1 to 4. The threads belong to the process's one I/O
 // engine, which every host controller shares and which grows to the largest

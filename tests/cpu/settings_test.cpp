@@ -296,13 +296,16 @@ TEST(SettingsDefaults, ServiceThreadsShareTheCoresWithTheNodesOtherProcesses) {
   const auto expect = [&](unsigned c, unsigned local) { return std::clamp(c / 4 / local, 1u, 4u); };
   ::unsetenv("LOCAL_WORLD_SIZE");
   EXPECT_EQ(default_service_threads(), expect(cores, 1));
+  EXPECT_EQ(process_cores(), cores);
   {
     scoped_env e("LOCAL_WORLD_SIZE", "2");
     EXPECT_EQ(default_service_threads(), expect(cores, 2));
+    EXPECT_EQ(process_cores(), std::max(1u, cores / 2));
   }
   {
     scoped_env e("LOCAL_WORLD_SIZE", "4096");  // many processes: one thread each, never none
     EXPECT_EQ(default_service_threads(), 1u);
+    EXPECT_EQ(process_cores(), 1u);
   }
   {
     scoped_env e("LOCAL_WORLD_SIZE", "two");  // not a count: as if unset
@@ -317,7 +320,8 @@ TEST(SettingsDefaults, ServiceThreadsShareTheCoresWithTheNodesOtherProcesses) {
       break;
     }
   ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);
-  const unsigned pinned = default_service_threads();
+  const unsigned pinned = default_service_threads(), pinned_cores = process_cores();
   ASSERT_EQ(::sched_setaffinity(0, sizeof saved, &saved), 0);
   EXPECT_EQ(pinned, 1u);
+  EXPECT_EQ(pinned_cores, 1u);
 }
