@@ -126,11 +126,13 @@ struct bulk_reader::call {
 };
 
 unsigned bulk_reader::default_threads() {
-  // Page-cache reads are bound by the threads copying (3 to 4 GB/s each on
-  // the 16-core GPU machine, against 50 GB/s of pinned copy), and the caller
-  // waits for the whole read, so a call may use every core the process has;
-  // the helpers sleep between calls and end after `linger`.
-  return std::clamp(process_cores(), 1u, max_threads);
+  // Three quarters of the cores the process may use (process_cores(): its
+  // affinity mask, shared among torchrun's local processes). More does not
+  // pay: on the 16-core H100 machine 1 GiB from the page cache read at
+  // 42.5-46.2 GB/s with 12 threads and 41.4-47.4 with 16, alternating in
+  // one run (bench/python_bulk.py, BENCHMARKS.md "Bulk reads").
+  const unsigned cores = process_cores();
+  return std::clamp(cores - cores / 4, 1u, max_threads);
 }
 
 std::shared_ptr<bulk_reader> bulk_reader::acquire() {

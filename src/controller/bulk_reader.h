@@ -11,8 +11,8 @@
 //
 // Threads and buffers: the reader has up to `threads` lanes, each a pinned
 // buffer pair, a copy stream and a helper thread. A call takes lanes (the
-// threads of all calls together are capped: default every core of the
-// process (process_cores()), at most 16; a call that finds none free works alone or waits for
+// threads of all calls together are capped: default three quarters of the
+// process's cores (process_cores()), at most 16; a call that finds none free works alone or waits for
 // one) and wakes their helpers; between calls a helper sleeps on a condition
 // variable, and one idle for `linger` frees its lane's buffers and stream and
 // ends. So back-to-back reads pay no thread start and no pinning, and an
@@ -62,7 +62,7 @@ class bulk_reader {
     unsigned threads = 0;  // threads of all calls together, the callers included; 0: default
     std::uint64_t linger_ns = default_linger_ns;  // how long an idle helper keeps its lane
   };
-  // The process's cores (process_cores()), 1 to max_threads.
+  // Three quarters of the process's cores (process_cores()), 1 to max_threads.
   static unsigned default_threads();
 
   // The process's reader (default config): made at the first call in a
