@@ -84,7 +84,6 @@ left out ("no GPU") and the figures mean nothing.
 import math
 import os
 import statistics
-import subprocess
 import sys
 import textwrap
 import time
@@ -95,7 +94,8 @@ import numpy as np
 
 import warpstore
 from warpstore._array import _row_line
-from warpstore._tools import GOLDEN, human_bytes, import_kvikio, parse_size, table, write_pattern_file
+from warpstore._tools import (GOLDEN, git_commit, human_bytes, import_kvikio, parse_size, table,
+                              write_pattern_file)
 from warpstore.cli import _Parser, _fail, _list, _positive
 
 ROW_SIZES = {"128B": 128, "512B": 512, "4096B": 4096, "16384B": 16384}
@@ -1149,14 +1149,7 @@ class Matrix:
     def write(self, path, command):
         import json
 
-        commit = os.environ.get("WARPSTORE_COMMIT")
-        if not commit:
-            here = os.path.dirname(os.path.abspath(__file__))
-            try:
-                commit = subprocess.run(["git", "-C", here, "rev-parse", "HEAD"], capture_output=True,
-                                        text=True, timeout=10).stdout.strip() or "unknown"
-            except (OSError, subprocess.SubprocessError):
-                commit = "unknown"
+        commit = git_commit()
         doc = dict(study="regimes", device=self.device_name,
                    date=time.strftime("%Y-%m-%d", time.gmtime()), commit=commit, command=command,
                    results=self.results, left_out=self.left_out,

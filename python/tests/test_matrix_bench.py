@@ -164,3 +164,14 @@ def test_kvikio_competitor_gets_every_core(monkeypatch):
     _fake_kvikio(monkeypatch, honours_threads=False)
     with pytest.raises(RuntimeError, match="1 threads after asking for 12"):
         import_kvikio(threads=12)
+
+
+def test_results_name_the_commit_they_were_given(monkeypatch):
+    # A GPU machine's checkout may name an older commit than the tree it runs:
+    # WARPSTORE_COMMIT (scripts/gpu.sh exports it) wins over the checkout's HEAD.
+    from warpstore._tools import git_commit
+
+    monkeypatch.setenv("WARPSTORE_COMMIT", "0123abc")
+    assert git_commit() == "0123abc"
+    monkeypatch.delenv("WARPSTORE_COMMIT")
+    assert git_commit() != "0123abc"

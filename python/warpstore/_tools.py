@@ -107,6 +107,11 @@ def write_features(path, nodes, dim, seed=0, chunk_rows=1 << 16, progress=True):
 
 
 def git_commit():
+    """The commit a results file names: WARPSTORE_COMMIT where set (scripts/gpu.sh
+    exports it: a GPU machine's checkout may name an older commit than the tree
+    it runs), else the checkout's HEAD."""
+    if os.environ.get("WARPSTORE_COMMIT"):
+        return os.environ["WARPSTORE_COMMIT"]
     here = os.path.dirname(os.path.abspath(__file__))
     try:
         return subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"],

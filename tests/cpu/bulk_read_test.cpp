@@ -7,7 +7,6 @@
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -232,21 +231,11 @@ TEST(BulkReadThreads, RejectsBadConfigs) {
 // The default threads follow the cores this process may use, not the
 // machine's: a process a scheduler confined to one core reads with one.
 TEST(BulkReadThreads, DefaultFollowsTheProcessesCores) {
-  cpu_set_t saved;
-  ASSERT_EQ(::sched_getaffinity(0, sizeof saved, &saved), 0);
   const unsigned cores = process_cores();
   EXPECT_EQ(bulk_reader::default_threads(), std::clamp(cores - cores / 4, 1u, bulk_reader::max_threads));
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &saved)) {
-      CPU_SET(c, &one);
-      break;
-    }
-  ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);
-  const unsigned confined = bulk_reader::default_threads();
-  ASSERT_EQ(::sched_setaffinity(0, sizeof saved, &saved), 0);
-  EXPECT_EQ(confined, 1u);
+  const auto confined = test::on_one_core([] { return bulk_reader::default_threads(); });
+  ASSERT_TRUE(confined.has_value());
+  EXPECT_EQ(*confined, 1u);
 }
 
 TEST(BulkReadErrors, OutOfRangeNamesThePathAndOffset) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "test_files.h"
 #include "warpstore/settings_table.h"
 
 using namespace warpstore;
@@ -312,16 +313,8 @@ TEST(SettingsDefaults, ServiceThreadsShareTheCoresWithTheNodesOtherProcesses) {
     EXPECT_EQ(default_service_threads(), expect(cores, 1));
   }
   // Confined to one core (as a scheduler may pin a process): one thread.
-  cpu_set_t one;
-  CPU_ZERO(&one);
-  for (int c = 0; c < CPU_SETSIZE; ++c)
-    if (CPU_ISSET(c, &saved)) {
-      CPU_SET(c, &one);
-      break;
-    }
-  ASSERT_EQ(::sched_setaffinity(0, sizeof one, &one), 0);
-  const unsigned pinned = default_service_threads(), pinned_cores = process_cores();
-  ASSERT_EQ(::sched_setaffinity(0, sizeof saved, &saved), 0);
-  EXPECT_EQ(pinned, 1u);
-  EXPECT_EQ(pinned_cores, 1u);
+  const auto pinned = test::on_one_core([] { return std::pair(default_service_threads(), process_cores()); });
+  ASSERT_TRUE(pinned.has_value());
+  EXPECT_EQ(pinned->first, 1u);
+  EXPECT_EQ(pinned->second, 1u);
 }

@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -17,9 +18,11 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "support/pattern_file.h"
@@ -27,6 +30,25 @@
 #include "warpstore/settings.h"
 
 namespace warpstore::test {
+
+// Calls f() with this thread confined to one of the cores it may run on (as a
+// scheduler may pin a process), then gives the thread its cores back; f's
+// result, or nullopt where the affinity could not be set.
+template <class F>
+std::optional<std::invoke_result_t<F>> on_one_core(F f) {
+  cpu_set_t saved, one;
+  if (::sched_getaffinity(0, sizeof saved, &saved) != 0) return std::nullopt;
+  CPU_ZERO(&one);
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &saved)) {
+      CPU_SET(c, &one);
+      break;
+    }
+  if (::sched_setaffinity(0, sizeof one, &one) != 0) return std::nullopt;
+  auto r = f();
+  if (::sched_setaffinity(0, sizeof saved, &saved) != 0) return std::nullopt;
+  return r;
+}
 
 class pattern_file {
  public:
