@@ -25,8 +25,8 @@ inline constexpr std::uint32_t max_queue_depth = 4096;
 // processes torchrun started on this node (LOCAL_WORLD_SIZE). At least 1.
 std::uint32_t process_cores();
 
-// Service threads a host controller runs on unless set: a quarter of the
-// machine's cores, 1 to 4. The threads belong to the process's one I/O
+// Service threads a host controller runs on unless set: a quarter of
+// process_cores(), 1 to 4. The threads belong to the process's one I/O
 // engine, which every host controller shares and which grows to the largest
 // count asked for; they sleep whenever nothing is in flight.
 std::uint32_t default_service_threads();

@@ -12,8 +12,8 @@
 // Threads and buffers: the reader has up to `threads` lanes, each a pinned
 // buffer pair, a copy stream and a helper thread. A call takes lanes (the
 // threads of all calls together are capped: default three quarters of the
-// process's cores (process_cores()), at most 16; a call that finds none free works alone or waits for
-// one) and wakes their helpers; between calls a helper sleeps on a condition
+// process's cores (process_cores()), at most 16; a call that finds none
+// free works alone or waits for one) and wakes their helpers; between calls a helper sleeps on a condition
 // variable, and one idle for `linger` frees its lane's buffers and stream and
 // ends. So back-to-back reads pay no thread start and no pinning, and an
 // idle process holds neither threads nor pinned memory for long. The

@@ -60,6 +60,10 @@ void orphan(std::shared_ptr<io_engine> e) {
   if (orphans == nullptr) orphans = new std::vector<std::shared_ptr<io_engine>>;
   orphans->push_back(std::move(e));
 }
+// fork(): the engine before_fork() quiesced, for the parent's and the
+// child's halves. Set and cleared under engine_mutex, which before_fork()
+// holds across the fork.
+std::shared_ptr<io_engine> forking;
 
 }  // namespace
 
@@ -84,13 +88,6 @@ struct io_engine::lane {
   std::atomic<unsigned> load{0};  // units, for attach's choice
   std::thread thread;
 };
-
-// fork(): the engine that prepare() quiesced, for the parent's and the
-// child's halves. Set and cleared under engine_mutex, which prepare holds
-// across the fork.
-namespace {
-std::shared_ptr<io_engine> forking;
-}
 
 void io_engine::before_fork() noexcept {
   engine_mutex.lock();

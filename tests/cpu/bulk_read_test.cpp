@@ -232,7 +232,8 @@ TEST(BulkReadThreads, RejectsBadConfigs) {
 // machine's: a process a scheduler confined to one core reads with one.
 TEST(BulkReadThreads, DefaultFollowsTheProcessesCores) {
   const unsigned cores = process_cores();
-  EXPECT_EQ(bulk_reader::default_threads(), std::clamp(cores - cores / 4, 1u, bulk_reader::max_threads));
+  EXPECT_EQ(bulk_reader::default_threads(),
+            std::clamp(cores - cores / 4, 1u, bulk_reader::max_threads));
   const auto confined = test::on_one_core([] { return bulk_reader::default_threads(); });
   ASSERT_TRUE(confined.has_value());
   EXPECT_EQ(*confined, 1u);

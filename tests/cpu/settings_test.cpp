@@ -313,7 +313,8 @@ TEST(SettingsDefaults, ServiceThreadsShareTheCoresWithTheNodesOtherProcesses) {
     EXPECT_EQ(default_service_threads(), expect(cores, 1));
   }
   // Confined to one core (as a scheduler may pin a process): one thread.
-  const auto pinned = test::on_one_core([] { return std::pair(default_service_threads(), process_cores()); });
+  const auto pinned =
+      test::on_one_core([] { return std::pair(default_service_threads(), process_cores()); });
   ASSERT_TRUE(pinned.has_value());
   EXPECT_EQ(pinned->first, 1u);
   EXPECT_EQ(pinned->second, 1u);
