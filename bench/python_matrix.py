@@ -30,7 +30,9 @@ Grid (nominal; --scale shrinks every size and batch for tests):
                         misses but for chance overlaps. The map times gathers 4 to 3+T of the first
                         cycle (the cache already full of earlier batches),
                         which is the cycle's steady state: a clock cache
-                        over a cycle ten times its size keeps nothing.
+                        over a cycle ten times its size keeps nothing. Each
+                        further round (see Methods) times T batches of its
+                        own, the same size and density, never gathered.
                The measured hit rate is in params.
   residency    page: the file in the page cache. disk: its pages dropped
                (fsync, posix_fadvise DONTNEED) before every method (and
@@ -43,8 +45,8 @@ memory (8 GiB from a second file, written after the grid).
 
 Methods (each timed with the GPU synchronised before and after; in the page
 cache, a sequence of gathers that takes under 50 ms is timed 5 times and its
-median round kept, params.round_seconds, for every method alike but
-warpstore in ws10 cells, whose batches would hit when timed again):
+median round kept, params.round_seconds, for every method alike; warpstore's
+ws10 cells time new batches in each round, since their own would hit):
   warpstore_host[_async], warpstore_memory[_async]
                warpstore.open(path, "uint8", (N, row), cache=<the cell's>)
                with every other setting at its default; arr.gather(idx) (sync) or
@@ -245,7 +247,7 @@ class Matrix:
             wrong += part.ne(expect).any(dim=1).sum()
         return int(wrong.item()), m
 
-    def timed(self, fn, batches, row_bytes, async_=False, rounds=False):
+    def timed(self, fn, batches, row_bytes, async_=False, rounds=False, fresh=None):
         """fn(batch) -> rows, per batch (async_: fn returns a handle with
         wait(), all posted before the first wait). Returns (seconds, wrong
         rows, rows checked). rounds (where timing the batches again measures
@@ -253,12 +255,14 @@ class Matrix:
         sequence under SHORT_S is timed ROUNDS times and the median round
         kept, every round verified, so that a stall of the machine in one
         short round (the GPU's clocks, a CPU thread's wake-up) does not
-        decide the cell; the rounds' seconds go to self.last_rounds."""
+        decide the cell; the rounds' seconds go to self.last_rounds. fresh
+        (ws10, whose batches would hit where timed again): the batches of
+        rounds 2 to ROUNDS, each round's its own, never gathered before."""
         sec, wrong, checked = self._timed_once(fn, batches, row_bytes, async_)
         self.last_rounds = [sec]
-        if rounds and sec < SHORT_S:
-            for _ in range(ROUNDS - 1):
-                s, w, c = self._timed_once(fn, batches, row_bytes, async_)
+        if (rounds or fresh) and sec < SHORT_S:
+            for k in range(ROUNDS - 1):
+                s, w, c = self._timed_once(fn, fresh[k] if fresh else batches, row_bytes, async_)
                 self.last_rounds.append(s)
                 wrong, checked = wrong + w, checked + c
             sec = statistics.median(self.last_rounds)
@@ -490,6 +494,13 @@ class Matrix:
         idxs, _ = self.make_batches(g["N"], n, DENSITIES[g["dlabel"]], 3 + T)
         self.size_caches(g, idxs[:2])
         batches = [Batch(i, torch, self.dev) for i in idxs]
+        # ws10's later rounds: batches of their own (timed again, the first
+        # round's would hit on the lines it admitted).
+        fresh = None
+        if "ws10" in g["ws"]:
+            more, _ = self.make_batches(g["N"], n, DENSITIES[g["dlabel"]], (ROUNDS - 1) * T)
+            more = [Batch(i, torch, self.dev) for i in more]
+            fresh = [more[k * T:(k + 1) * T] for k in range(ROUNDS - 1)]
         base = f"gather.matrix.page.{g['rlabel']}.{g['blabel']}"
         figures = {}  # method -> (rows/s, wrong, checked, seconds, extra)
         self.cpu_methods(g, batches[:1], batches[3:3 + T], figures, page=True)
@@ -513,11 +524,10 @@ class Matrix:
                     arr = self.open_array(g, ctl, w["cache"], reuse=True)
                     for name in names:
                         arr.clear_cache()
-                        # ws10 times a cycle of new batches: timed again, they
-                        # would hit where the cache holds them, so no rounds.
+                        # ws10 times new batches in every round (fresh).
                         wsfig[name] = self.run_warpstore(
                             arr, "async" if name.endswith("_async") else "sync", warm, timed, R,
-                            rounds=ws != "ws10")
+                            rounds=ws != "ws10", fresh=fresh if ws == "ws10" else None)
                 except Exception as e:  # reported loudly; the map goes on
                     self.failed(cell, [n for n in names if n not in wsfig], e)
                     self.close_arrays()
@@ -528,15 +538,16 @@ class Matrix:
             self.emit_cell(cell, g, ws, w, wsfig, figures)
         self.emit_baselines(f"{base}.any.{g['dlabel']}", g, figures)
 
-    def run_warpstore(self, arr, mode, warm, timed, R, rounds=False):
+    def run_warpstore(self, arr, mode, warm, timed, R, rounds=False, fresh=None):
         _, w0, c0 = self.timed(lambda b: arr.gather(b.dev), warm, R)
         arr.reset_stats()
         st0 = arr.stats()
         if mode == "sync":
-            sec, w1, c1 = self.timed(lambda b: arr.gather(b.dev), timed, R, rounds=rounds)
+            sec, w1, c1 = self.timed(lambda b: arr.gather(b.dev), timed, R, rounds=rounds,
+                                     fresh=fresh)
         else:
             sec, w1, c1 = self.timed(lambda b: arr.gather_async(b.dev), timed, R, async_=True,
-                                     rounds=rounds)
+                                     rounds=rounds, fresh=fresh)
         st = arr.stats()
         rows = sum(b.n for b in timed)
 
@@ -547,7 +558,8 @@ class Matrix:
         # sorted: large gathers over the memory controller while they miss;
         # admitting: those that read their misses around the cache.
         return dict(rows_s=rows / sec, wrong=w0 + w1, checked=c0 + c1, seconds=sec, rows=rows,
-                    round_seconds=self.rounds_note(), sorted_share=share("sorted_gathers"),
+                    round_seconds=self.rounds_note(), fresh_rounds=bool(fresh),
+                    sorted_share=share("sorted_gathers"),
                     admit_share=share("admitting_gathers"), read_around=st["read_around"],
                     hit_rate=round(st["hit_rate"], 4), direct=st["direct"],
                     resident_share=st["resident_share"], cache_bytes=st["cache_bytes"],
@@ -655,7 +667,8 @@ class Matrix:
                  scale=self.scale)
         if fig.get("round_seconds"):
             p["round_seconds"] = fig["round_seconds"]
-            p["figure"] = f"the median of {len(fig['round_seconds'])} rounds"
+            p["figure"] = f"the median of {len(fig['round_seconds'])} rounds" + (
+                ", each over batches of its own" if fig.get("fresh_rounds") else "")
         p.update(extra)
         return p
 
