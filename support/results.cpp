@@ -115,25 +115,30 @@ json::value merge_results(const json::value& existing, const run_info& run,
     if (!old->is_array()) throw std::runtime_error("results file: \"results\" is not an array");
     merged = old->as_array();
   }
+  // Entries of earlier runs this run replaces: once it replaces all of
+  // them, no earlier command contributed to the file any more.
+  std::size_t earlier = merged.size(), replaced_earlier = 0;
   for (const result& r : results) {
     json::value entry = r.to_json();
     bool replaced = false;
-    for (json::value& e : merged) {
-      const json::value* name = e.find("name");
+    for (std::size_t i = 0; i < merged.size(); ++i) {
+      const json::value* name = merged[i].find("name");
       if (name && name->is_string() && name->as_string() == r.name) {
-        e = entry;
+        merged[i] = entry;
         replaced = true;
+        if (i < earlier) ++replaced_earlier;
         break;
       }
     }
     if (!replaced) merged.push_back(std::move(entry));
   }
+  const bool kept_earlier = replaced_earlier < earlier;
   return json::object_builder()
       .add("study", run.study)
       .add("device", run.device)
       .add("date", run.date)
       .add("commit", run.commit)
-      .add("command", merged_command(existing, run.command))
+      .add("command", kept_earlier ? merged_command(existing, run.command) : run.command)
       .add("results", std::move(merged))
       .done();
 }

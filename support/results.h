@@ -52,7 +52,8 @@ std::string study_of(const std::string& path);
 // none): header fields take the run's values; an entry whose name matches a
 // new one is replaced where it stands, others are kept, new ones appended.
 // Commands of earlier runs are kept, joined with " && ", so the file names
-// every command that contributed to it.
+// every command that contributed to it; a run that replaces every earlier
+// entry names its own command alone.
 json::value merge_results(const json::value& existing, const run_info& run,
                           const std::vector<result>& results);
 

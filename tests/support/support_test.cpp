@@ -251,6 +251,21 @@ TEST(Results, MergeKeepsReplacesAppends) {
   wb::write_results(path, run, {sample_result("three", 6, 10)});
   EXPECT_EQ(json::value::parse(read_text(path)).find("command")->as_string(),
             "bench block && bench ceilings");
+  // A run that replaces every entry names its own command alone, and a
+  // duplicate name within one run does not count as an earlier entry.
+  run.command = "/tmp/other-build/bench all";
+  wb::write_results(path, run,
+                    {sample_result("one", 7, 10), sample_result("two", 8, 10),
+                     sample_result("three", 9, 10), sample_result("four", 1, 10),
+                     sample_result("four", 2, 10)});
+  const json::value all = json::value::parse(read_text(path));
+  EXPECT_EQ(all.find("command")->as_string(), "/tmp/other-build/bench all");
+  EXPECT_EQ(all.find("results")->as_array().size(), 4u);
+  // Leaving one earlier entry keeps the earlier command beside the new one.
+  run.command = "bench some";
+  wb::write_results(path, run, {sample_result("one", 1, 10)});
+  EXPECT_EQ(json::value::parse(read_text(path)).find("command")->as_string(),
+            "/tmp/other-build/bench all && bench some");
 }
 
 TEST(Results, RefusesToClobberInvalidFile) {
