@@ -138,7 +138,7 @@ TEST(IoEngine, ForkedChildStartsItsOwnPool) {
 #if defined(__SANITIZE_ADDRESS__)
   // GCC 12's AddressSanitizer takes none of its own locks around fork(). A
   // child made while another thread is inside the sanitizer inherits that
-  // lock held. Under it the child hung in two CI runs (of hundreds), never
+  // lock held. Under it the child hung in two CI runs so far, never
   // in 850 runs here, under load or not; the cause is not established. The
   // plain build runs the test, and ForkWaitsForTheRoundInProgress runs here.
   GTEST_SKIP() << "AddressSanitizer (GCC 12) holds no lock of its own across fork()";
