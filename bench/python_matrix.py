@@ -256,13 +256,13 @@ class Matrix:
         kept, every round verified, so that a stall of the machine in one
         short round (the GPU's clocks, a CPU thread's wake-up) does not
         decide the cell; the rounds' seconds go to self.last_rounds. fresh
-        (ws10, whose batches would hit where timed again): the batches of
-        rounds 2 to ROUNDS, each round's its own, never gathered before."""
+        (ws10, whose batches would hit where timed again): fresh(k) gives
+        round k + 2 batches of its own, never gathered before."""
         sec, wrong, checked = self._timed_once(fn, batches, row_bytes, async_)
         self.last_rounds = [sec]
         if (rounds or fresh) and sec < SHORT_S:
             for k in range(ROUNDS - 1):
-                s, w, c = self._timed_once(fn, fresh[k] if fresh else batches, row_bytes, async_)
+                s, w, c = self._timed_once(fn, fresh(k) if fresh else batches, row_bytes, async_)
                 self.last_rounds.append(s)
                 wrong, checked = wrong + w, checked + c
             sec = statistics.median(self.last_rounds)
@@ -495,12 +495,18 @@ class Matrix:
         self.size_caches(g, idxs[:2])
         batches = [Batch(i, torch, self.dev) for i in idxs]
         # ws10's later rounds: batches of their own (timed again, the first
-        # round's would hit on the lines it admitted).
+        # round's would hit on the lines it admitted), made when a first
+        # round is short enough to need them, then shared by the methods.
         fresh = None
         if "ws10" in g["ws"]:
-            more, _ = self.make_batches(g["N"], n, DENSITIES[g["dlabel"]], (ROUNDS - 1) * T)
-            more = [Batch(i, torch, self.dev) for i in more]
-            fresh = [more[k * T:(k + 1) * T] for k in range(ROUNDS - 1)]
+            more = []
+
+            def fresh(k):
+                if not more:
+                    idx, _ = self.make_batches(g["N"], n, DENSITIES[g["dlabel"]],
+                                               (ROUNDS - 1) * T)
+                    more.extend(Batch(i, torch, self.dev) for i in idx)
+                return more[k * T:(k + 1) * T]
         base = f"gather.matrix.page.{g['rlabel']}.{g['blabel']}"
         figures = {}  # method -> (rows/s, wrong, checked, seconds, extra)
         self.cpu_methods(g, batches[:1], batches[3:3 + T], figures, page=True)
