@@ -7,8 +7,14 @@
 //   anon2m     2 MiB transparent huge pages (madvise), cudaHostRegister
 //   pagecache  a file's page-cache pages mapped and registered read-only
 //              (the memory controller's default for a read-only file)
+//   vmm_host   host memory from the driver's virtual memory management
+//              (cuMemCreate with a host location, mapped at the allocation
+//              granularity into the GPU's address space): whether the GPU's
+//              translations of host memory still miss when the driver maps
+//              it in large pages
 // Prints rows/s and GB/s per case. Build: the CMake target host-read-probe,
-// or nvcc -O3 -std=c++20 -arch=sm_90 -Iinclude bench/host_read_probe.cu.
+// or nvcc -O3 -std=c++20 -arch=sm_90 -Iinclude bench/host_read_probe.cu -lcuda.
+#include <cuda.h>
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -32,6 +38,44 @@
       std::exit(1);                                                                           \
     }                                                                                         \
   } while (0)
+
+#define CKD(x)                                                                       \
+  do {                                                                               \
+    CUresult r_ = (x);                                                               \
+    if (r_ != CUDA_SUCCESS) {                                                        \
+      const char* m_ = nullptr;                                                      \
+      cuGetErrorString(r_, &m_);                                                     \
+      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, m_ ? m_ : "?"); \
+      return nullptr;                                                                \
+    }                                                                                \
+  } while (0)
+
+// `bytes` of host memory through cuMemCreate (location `type`, id 0),
+// mapped for device 0 (and for the CPU where the driver allows it: *cpu
+// says whether it did). nullptr, with the reason printed, where refused.
+void* vmm_host(std::uint64_t bytes, CUmemLocationType type, bool* cpu, std::size_t* gran) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = type;
+  prop.location.id = 0;
+  CKD(cuMemGetAllocationGranularity(gran, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  CUmemGenericAllocationHandle h{};
+  CKD(cuMemCreate(&h, bytes, &prop, 0));
+  CUdeviceptr va = 0;
+  CKD(cuMemAddressReserve(&va, bytes, *gran, 0, 0));
+  CKD(cuMemMap(va, bytes, 0, h, 0));
+  CUmemAccessDesc acc{};
+  acc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  acc.location.id = 0;
+  acc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  CKD(cuMemSetAccess(va, bytes, &acc, 1));
+  CUmemAccessDesc host{};
+  host.location.type = type;
+  host.location.id = 0;
+  host.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  *cpu = cuMemSetAccess(va, bytes, &host, 1) == CUDA_SUCCESS;
+  return reinterpret_cast<void*>(va);
+}
 
 // Reads `reads` rows, one warp a row, row k being pick(k); XORs them into a
 // sink so the reads stay.
@@ -148,6 +192,7 @@ int main(int argc, char** argv) {
   struct held {
     const char* name;
     void* p;
+    bool device_va = false;  // p is already the GPU's address (vmm)
   };
   std::vector<held> kinds;
   void* ha = nullptr;
@@ -178,6 +223,21 @@ int main(int argc, char** argv) {
     kinds.push_back({"pagecache", m});
     close(fd);
   }
+  for (auto [name, type] : {std::pair{"vmm_host", CU_MEM_LOCATION_TYPE_HOST},
+                            std::pair{"vmm_numa", CU_MEM_LOCATION_TYPE_HOST_NUMA}}) {
+    bool cpu = false;
+    std::size_t gran = 0;
+    void* v = vmm_host(big, type, &cpu, &gran);
+    std::printf("%s: %s, granularity %zu KiB, CPU access %s\n", name, v ? "mapped" : "refused",
+                gran >> 10, cpu ? "yes" : "no");
+    if (v == nullptr) continue;
+    if (cpu)
+      std::memset(v, 5, big);
+    else
+      CK(cudaMemset(v, 5, big));
+    CK(cudaDeviceSynchronize());
+    kinds.push_back({name, v, true});
+  }
   std::printf("THP madvise rc %d; AnonHugePages after touch:\n", thp);
   std::fflush(stdout);
   if (std::system("grep -E 'AnonHugePages|Hugepagesize' /proc/meminfo") != 0) return 1;
@@ -185,8 +245,8 @@ int main(int argc, char** argv) {
   for (const held& h : kinds)
     for (std::uint64_t region : {small, big})
       for (unsigned row : {128u, 512u, 4096u}) {
-        void* dev = nullptr;
-        CK(cudaHostGetDevicePointer(&dev, h.p, 0));
+        void* dev = h.p;
+        if (!h.device_va) CK(cudaHostGetDevicePointer(&dev, h.p, 0));
         const double r = run(dev, region, row, sink);
         std::printf("%-10s %-6s %6u %12.1f %9.1f\n", h.name, region == big ? "2GiB" : "64MiB", row,
                     r / 1e6, r * row / 1e9);
@@ -201,13 +261,14 @@ int main(int argc, char** argv) {
       std::printf("hostalloc %5llu MiB %4u %10.1f Mrows/s %6.1f GB/s\n",
                   (unsigned long long)(region >> 20), row, r / 1e6, r * row / 1e9);
     }
-  std::printf("batches of random rows over 2 GiB, unsorted vs sorted (hostalloc, pagecache):\n");
-  for (int kk : {0, 3})
+  std::printf("batches of random rows over 2 GiB, unsorted vs sorted (hostalloc, pagecache, vmm):\n");
+  for (std::size_t kk = 0; kk < kinds.size(); ++kk)
     for (unsigned row : {128u, 512u})
       for (std::uint64_t batch : {1024ull, 8192ull, 65536ull, 524288ull})
         for (bool sorted : {false, true}) {
-          void* dev = nullptr;
-          CK(cudaHostGetDevicePointer(&dev, kinds[kk].p, 0));
+          if (kk == 1 || kk == 2) continue;  // anon4k, anon2m: as hostalloc
+          void* dev = kinds[kk].p;
+          if (!kinds[kk].device_va) CK(cudaHostGetDevicePointer(&dev, kinds[kk].p, 0));
           const double r = run_batches(dev, big, row, batch, sorted, sink);
           std::printf("%-10s %4u batch %7llu %-8s %10.1f Mrows/s %6.1f GB/s\n", kinds[kk].name, row,
                       (unsigned long long)batch, sorted ? "sorted" : "random", r / 1e6,

@@ -226,6 +226,19 @@ const setting table[] = {
      .doc = "1: a service thread sends the READs of a round that are neighbours in the file as one "
             "`readv`; 0: one read per command",
      WARPSTORE_NUMERIC(combine_reads)},
+    {.name = "read_ahead", .variable = "WARPSTORE_READ_AHEAD", .flag = "read-ahead",
+     .type = type::size, .group = group::tuning, .max = 16u << 20,
+     .range_note = "0, or a power of two from 4 KiB to 16 MiB",
+     .doc = "host controller, read-only file read with O_DIRECT: a whole extent of this many "
+            "bytes (a power of two) is read once three misses fall in it close together, and its "
+            "lines are served from memory (dense batches read like the kernel's readahead); "
+            "sparse misses are read line by line; 0: off",
+     WARPSTORE_NUMERIC(read_ahead)},
+    {.name = "read_ahead_cache", .variable = "WARPSTORE_READ_AHEAD_CACHE",
+     .flag = "read-ahead-cache", .type = type::size, .group = group::tuning,
+     .range_note = "at least one extent of `read_ahead`",
+     .doc = "bytes of host memory for the extents `read_ahead` holds (replaced by a clock)",
+     WARPSTORE_NUMERIC(read_ahead_cache)},
     {.name = "queue_spread", .variable = "WARPSTORE_QUEUE_SPREAD", .flag = "queue-spread",
      .type = type::flag, .group = group::tuning, .max = 1,
      .doc = "1: the warps of one multiprocessor spread over the queue pairs; 0: one pair per "
@@ -402,6 +415,13 @@ void options::validate() const {
     fail("cache of " + std::to_string(cache_bytes) + " bytes (WARPSTORE_CACHE_BYTES) is more than " +
          std::to_string(max_cache_lines) + " lines of " + std::to_string(line_size) +
          " bytes: at most " + std::to_string(max_cache_lines * line_size) + " bytes");
+  if (read_ahead != 0 && (!std::has_single_bit(read_ahead) || read_ahead < 4096))
+    fail("read_ahead must be 0 or a power of two from 4 KiB to 16 MiB (WARPSTORE_READ_AHEAD), "
+         "got " + std::to_string(read_ahead));
+  if (read_ahead != 0 && read_ahead_cache < read_ahead)
+    fail("read_ahead_cache of " + std::to_string(read_ahead_cache) +
+         " bytes (WARPSTORE_READ_AHEAD_CACHE) holds no extent of " + std::to_string(read_ahead) +
+         " bytes (WARPSTORE_READ_AHEAD)");
   if (timeout_ns == 0) fail("timeout must be positive (WARPSTORE_TIMEOUT_MS), got 0");
 }
 

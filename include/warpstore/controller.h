@@ -159,6 +159,10 @@ struct controller_stats {
   // of neighbours, and the readv calls that carried them.
   std::uint64_t combined_reads = 0;
   std::uint64_t read_runs = 0;
+  // Host controller, read-ahead (options::read_ahead): extents read whole,
+  // and READs served from them with a copy.
+  std::uint64_t read_ahead_loads = 0;
+  std::uint64_t read_ahead_lines = 0;
   // Nanoseconds the write thread spent in pwritev: against the time a
   // kernel took, whether the write thread bounded it.
   std::uint64_t write_ns = 0;

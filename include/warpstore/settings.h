@@ -68,6 +68,14 @@ struct options {
   // neighbours as one readv (up to combined_read_bytes), as readahead would
   // for a batch that touches a dense part of the file. Off until measured.
   bool combine_reads = false;
+  // Read-ahead (WARPSTORE_READ_AHEAD, WARPSTORE_READ_AHEAD_CACHE): a host
+  // controller reading a read-only file with O_DIRECT reads a whole extent
+  // of read_ahead bytes (aligned) once three misses fall in it close
+  // together, and serves its lines from memory, as the kernel's readahead
+  // does for a mapped file; sparse misses are read line by line. It holds
+  // read_ahead_cache bytes of extents. 0: off.
+  std::uint32_t read_ahead = 128u << 10;
+  std::size_t read_ahead_cache = std::size_t{128} << 20;
   // Queue spread (WARPSTORE_QUEUE_SPREAD = 0 | 1): the warps of one
   // multiprocessor pick different queue pairs, so a kernel confined to a few
   // multiprocessors still reaches every service thread; 0: one pair per

@@ -363,6 +363,9 @@ class py_array {
     }
     nb::dict d = cache_counters_dict(s);
     d["commands"] = c.commands;
+    // Host controller, O_DIRECT: extents read ahead, and the misses they served.
+    d["read_ahead_loads"] = c.read_ahead_loads;
+    d["read_ahead_lines"] = c.read_ahead_lines;
     d["controller"] = controller;
     // The memory controller reads the file's own page-cache pages, pinned.
     d["mapped"] = mapped;

@@ -61,6 +61,16 @@ host_controller::host_controller(std::shared_ptr<backing_file> file, const optio
     }
   }
 
+  // Read-ahead: O_DIRECT reads of a read-only file (a buffered file has the
+  // kernel's own), where lines are small enough beside an extent to pay.
+  if (opts.read_ahead != 0 && file_->direct() && !file_->writable() &&
+      std::uint64_t{slot_bytes} * 4 <= opts.read_ahead &&
+      opts.read_ahead % std::max<std::uint32_t>(file_->direct_alignment(), 1) == 0)
+    read_ahead_ = std::make_unique<host_detail::read_ahead>(
+        opts.read_ahead,
+        static_cast<std::uint32_t>(std::max<std::size_t>(1, opts.read_ahead_cache / opts.read_ahead)),
+        file_->size_bytes(), file_->direct_alignment());
+
   // More units than queues would have nothing to serve.
   const std::uint32_t units = std::min(opts.service_threads, queues_.count());
   std::vector<std::vector<std::uint32_t>> owned(units);
@@ -142,6 +152,10 @@ controller_stats host_controller::stats() const {
   s.write_ns = counters_.write_ns.load(std::memory_order_relaxed);
   s.combined_reads = counters_.combined_reads.load(std::memory_order_relaxed);
   s.read_runs = counters_.read_runs.load(std::memory_order_relaxed);
+  if (read_ahead_ != nullptr) {
+    s.read_ahead_loads = read_ahead_->loads();
+    s.read_ahead_lines = read_ahead_->lines();
+  }
   return s;
 }
 

@@ -17,6 +17,7 @@
 
 #include "controller/fault_policy.h"
 #include "controller/io_engine.h"
+#include "controller/read_ahead.h"
 #include "warpstore/controller.h"
 #include "warpstore/detail/queue_pairs.h"
 #include "warpstore/settings.h"
@@ -109,6 +110,9 @@ class host_controller final : public controller {
   std::unique_ptr<write_combiner> combiner_;
   std::thread combiner_thread_;
   std::thread behind_thread_;  // write-behind (options::write_behind_bytes)
+  // Extents read ahead (options::read_ahead; null: off). Outlives the units,
+  // whose reads land in it.
+  std::unique_ptr<host_detail::read_ahead> read_ahead_;
   // The engine that runs the units, and the engine thread of each unit.
   std::shared_ptr<host_detail::io_engine> engine_;
   std::vector<host_detail::io_engine::lane*> lanes_;  // lanes_[i] runs workers_[i]

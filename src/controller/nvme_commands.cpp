@@ -62,7 +62,8 @@ bool host_controller::worker::fetch() {
       ++n_doorbells_;
     }
     // Stop when contexts or io_uring slots run out; the rest waits in the SQ.
-    while (available > 0 && !q.free.empty() && inflight_ + upload_batch_.size() < max_inflight_) {
+    while (available > 0 && !q.free.empty() &&
+           inflight_ + upload_batch_.size() + parked_.size() < max_inflight_) {
       command_ctx& c = q.contexts[q.free.back()];
       q.free.pop_back();
       std::memcpy(&c.cmd, q.ref.sq + q.sq_head, sizeof(nvme::command));

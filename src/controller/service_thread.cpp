@@ -53,7 +53,8 @@ host_controller::worker::worker(host_controller& owner, std::uint32_t id,
       drain_timeout_ns_(std::max<std::uint64_t>(opts.timeout_ns, 1'000'000'000ull)),
       faults_(owner.faults_.get()),
       combiner_(owner.combiner_.get()),
-      combine_reads_(opts.combine_reads) {
+      combine_reads_(opts.combine_reads),
+      read_ahead_(owner.read_ahead_.get()) {
   const std::uint32_t depth = owner.queues_.depth();
   const std::size_t queue_bytes = std::size_t{depth} * slot_bytes_;
   if (!gpu_pull_) {
@@ -133,6 +134,7 @@ bool host_controller::worker::round() {
   bool progress = fetch();
   progress |= submit();
   progress |= reap();
+  progress |= serve_parked();
   progress |= finish_copies();
   progress |= collect_writes();
   progress |= release_held();
@@ -196,6 +198,7 @@ void host_controller::worker::drain() noexcept {
     combining_ -= static_cast<std::uint32_t>(to_combine_.size());  // never handed over
     to_combine_.clear();
     to_read_.clear();  // never given to the kernel
+    parked_.clear();   // the controller is stopping: they get no completion
     if (unsubmitted_ > 0) io_uring_submit(&ring_);
     while ((inflight_ > 0 || combining_ > 0) && steady_ns() < end) {
       if (combining_ > 0) {
@@ -212,8 +215,13 @@ void host_controller::worker::drain() noexcept {
       io_uring_wait_cqe_timeout(&ring_, &cqe, &ts);
       io_uring_cqe* cqes[reap_batch];
       const unsigned n = io_uring_peek_batch_cqe(&ring_, cqes, reap_batch);
-      for (unsigned i = 0; i < n; ++i)
-        if (cqes[i]->user_data != LIBURING_UDATA_TIMEOUT) --inflight_;
+      for (unsigned i = 0; i < n; ++i) {
+        const std::uint64_t data = cqes[i]->user_data;
+        if (data == LIBURING_UDATA_TIMEOUT) continue;
+        --inflight_;
+        // An extent no other unit may wait for: forgotten.
+        if ((data & 3u) == 2u) read_ahead_->loaded(static_cast<std::uint32_t>(data >> 2), -ECANCELED);
+      }
       io_uring_cq_advance(&ring_, n);
     }
     if (combining_ > 0)
@@ -222,8 +230,9 @@ void host_controller::worker::drain() noexcept {
     if (inflight_ > 0) {
       owner_.record_failure("host controller service thread " + std::to_string(id_) + ": " +
                             std::to_string(inflight_) + " reads still in flight at shutdown");
-      // Keep our buffer alive: the kernel may still write into it.
+      // Keep our buffers alive: the kernel may still write into them.
       (void)own_staging_.release();
+      if (read_ahead_ != nullptr) read_ahead_->leak();
     }
   } catch (...) {
     // Nothing sensible left to do while shutting down.

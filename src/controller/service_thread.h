@@ -19,6 +19,7 @@
 #include "controller/fault_policy.h"
 #include "controller/host_controller.h"
 #include "controller/io_engine.h"
+#include "controller/read_ahead.h"
 #include "controller/write_combiner.h"
 #include "warpstore/nvme.h"
 #include "warpstore/runtime.h"
@@ -37,7 +38,8 @@ class host_controller::worker final : public host_detail::service_unit {
   // service_unit: called by one engine thread at a time.
   bool round() override;
   bool busy() const override {
-    return inflight_ > 0 || combining_ > 0 || !to_read_.empty() || flights_head_ < flights_.size();
+    return inflight_ > 0 || combining_ > 0 || !to_read_.empty() || !parked_.empty() ||
+           flights_head_ < flights_.size();
   }
   void wait_briefly(long long ns) override;
   bool announced() const override;
@@ -120,6 +122,10 @@ class host_controller::worker final : public host_detail::service_unit {
   void start_flushes(queue_ctx& q);
   void write_done(command_ctx& c, nvme::status st, std::uint32_t dw0 = 0);
   void queue_io(command_ctx& c);
+  void queue_line(command_ctx& c);
+  bool try_read_ahead(command_ctx& c);
+  bool serve_parked();
+  void read_extent(const host_detail::read_ahead::load& l);
   void prep_io(command_ctx& c);
   void prep_reads();
   void on_run_result(std::uintptr_t run, int res);
@@ -199,6 +205,20 @@ class host_controller::worker final : public host_detail::service_unit {
   std::vector<command_ctx*> to_read_;
   std::vector<read_run> runs_;
   std::vector<std::uint32_t> free_runs_;
+
+  // Read-ahead (options::read_ahead; null: off): the controller's extents,
+  // and the READs waiting for an extent being read (by this unit or
+  // another), with when they began to wait. An extent read's io_uring user
+  // data is its slot shifted left by two, with bit 1 set.
+  host_detail::read_ahead* read_ahead_;
+  struct parked_read {
+    command_ctx* c;
+    std::uint64_t since;
+  };
+  std::vector<parked_read> parked_;
+  // A READ waits this long for another unit's extent at most, then reads
+  // its line itself.
+  static constexpr std::uint64_t park_limit_ns = 1'000'000'000;
 
   // Counted locally, published once per round.
   std::uint64_t n_commands_ = 0, n_errors_ = 0, n_bytes_ = 0, n_doorbells_ = 0;

@@ -64,14 +64,92 @@ void host_controller::worker::queue_io(command_ctx& c) {
     return;
   }
   // A whole line inside the file, read for the first time, with nothing
-  // injected: it may go out with its neighbours (prep_reads).
-  if (combine_reads_ && c.op == nvme::opcode::read && c.done == 0 && !c.alone &&
+  // injected: its extent may be read ahead (try_read_ahead), or it may go
+  // out with its neighbours (prep_reads).
+  if (c.op == nvme::opcode::read && c.done == 0 && !c.alone &&
       c.fault.kind == fault_kind::none && c.file_bytes == c.length &&
       c.request_bytes == c.length && !c.buffered_fd) {
-    to_read_.push_back(&c);
-    return;
+    if (read_ahead_ != nullptr && try_read_ahead(c)) return;
+    if (combine_reads_) {
+      to_read_.push_back(&c);
+      return;
+    }
   }
   prep_io(c);
+}
+
+// The line of c alone (a read-ahead that does not serve it).
+void host_controller::worker::queue_line(command_ctx& c) {
+  if (combine_reads_)
+    to_read_.push_back(&c);
+  else
+    prep_io(c);
+}
+
+// Whether read-ahead took c: served from an extent (completed), or parked
+// until its extent is read (by this unit, which starts the read now, or
+// another).
+bool host_controller::worker::try_read_ahead(command_ctx& c) {
+  if (!read_ahead_->covers(c.offset, c.length)) return false;
+  host_detail::read_ahead::load l;
+  switch (read_ahead_->serve(c.offset, c.length, c.buffer, l)) {
+    case host_detail::read_ahead::verdict::copied:
+      on_result(c, static_cast<int>(c.length));
+      return true;
+    case host_detail::read_ahead::verdict::line:
+      return false;
+    case host_detail::read_ahead::verdict::load:
+      read_extent(l);
+      break;
+    case host_detail::read_ahead::verdict::wait:
+      break;
+  }
+  parked_.push_back({&c, steady_ns()});
+  return true;
+}
+
+// Starts the read of an extent (O_DIRECT, into read-ahead's memory).
+void host_controller::worker::read_extent(const host_detail::read_ahead::load& l) {
+  io_uring_sqe* sqe = next_sqe();
+  const bool fixed_file = registered_file_;
+  io_uring_prep_read(sqe, fixed_file ? 0 : file_.fd(), l.buffer, l.bytes, l.offset);
+  if (fixed_file) sqe->flags |= IOSQE_FIXED_FILE;
+  sqe->user_data = (std::uint64_t{l.slot} << 2) | 2u;
+  ++inflight_;
+  ++unsubmitted_;
+}
+
+// The parked READs whose extents were read (or given up on) go on: served
+// from the extent, or read alone. Those still waiting stay, up to
+// park_limit_ns.
+bool host_controller::worker::serve_parked() {
+  if (parked_.empty()) return false;
+  const std::uint64_t now = steady_ns();
+  std::size_t kept = 0;
+  bool any = false;
+  for (std::size_t i = 0; i < parked_.size(); ++i) {
+    command_ctx& c = *parked_[i].c;
+    host_detail::read_ahead::load l;
+    const auto v = now - parked_[i].since > park_limit_ns
+                       ? host_detail::read_ahead::verdict::line
+                       : read_ahead_->serve(c.offset, c.length, c.buffer, l);
+    if (v == host_detail::read_ahead::verdict::wait) {
+      parked_[kept++] = parked_[i];
+      continue;
+    }
+    any = true;
+    if (v == host_detail::read_ahead::verdict::copied) {
+      on_result(c, static_cast<int>(c.length));
+    } else if (v == host_detail::read_ahead::verdict::line) {
+      queue_line(c);
+    } else {  // load: its extent was dropped meanwhile and is read again
+      read_extent(l);
+      parked_[kept++] = {&c, parked_[i].since};
+    }
+  }
+  parked_.resize(kept);
+  if (any) flush_copies();
+  return any;
 }
 
 void host_controller::worker::prep_io(command_ctx& c) {
@@ -202,6 +280,10 @@ bool host_controller::worker::reap() {
       --inflight_;
       if ((cqes[i]->user_data & 1u) != 0) {
         on_run_result(static_cast<std::uintptr_t>(cqes[i]->user_data), res);
+        continue;
+      }
+      if ((cqes[i]->user_data & 2u) != 0) {  // an extent read ahead
+        read_ahead_->loaded(static_cast<std::uint32_t>(cqes[i]->user_data >> 2), res);
         continue;
       }
       auto* c = static_cast<command_ctx*>(io_uring_cqe_get_data(cqes[i]));

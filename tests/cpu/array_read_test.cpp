@@ -12,6 +12,8 @@
 
 #include "controller/fault_policy.h"
 #include "controller/host_controller.h"
+#include <cstdio>
+
 #include "test_files.h"
 #include "write_cases.h"
 #include "warpstore/array.cuh"
@@ -466,6 +468,7 @@ TEST(ArrayReadCombined, NeighbouringReadsGoOutTogetherAndRight) {
   for (direct_io mode : {direct_io::off, direct_io::on}) {
     options o = small_options(controller_kind::host);
     o.combine_reads = true;
+    o.read_ahead = 0;  // it would serve the neighbours (ArrayReadAhead)
     o.direct = mode;
     o.service_threads = 1;
     o.queue_pairs = 1;
@@ -489,6 +492,66 @@ TEST(ArrayReadCombined, NeighbouringReadsGoOutTogetherAndRight) {
     EXPECT_GT(s.read_runs, 0u) << to_string(mode) << ": nothing was combined";
     EXPECT_GE(s.combined_reads, 2 * s.read_runs);
     EXPECT_EQ(s.errors, 0u);
+  }
+}
+
+TEST(ArrayReadAhead, DenseMissesReadWholeExtentsSparseOnesDoNot) {
+  // 512 B lines, 4 KiB extents, a file that ends inside a line. 16 lanes
+  // scan the first 4 MiB in step (lane k reads line k, then k + 16, ...):
+  // each extent's lines miss close together, so most extents are read whole
+  // and most lines served from them. Then random reads over the 64 MiB
+  // (16 K extents): their misses seldom fall three in one extent within
+  // read_ahead::window, so few extents are read. Then the tail of the file.
+  // Every element read is checked against the file.
+  test::pattern_file file((64 << 20) + 1000);
+  for (std::uint32_t read_ahead : {4096u, 0u}) {
+    options o = small_options(controller_kind::host, 512);
+    o.direct = direct_io::on;
+    o.read_ahead = read_ahead;
+    o.read_ahead_cache = 1 << 20;  // 256 extents of the 1024 the scan reads
+    o.service_threads = 2;
+    array<std::uint64_t> a(file.path(), 0, o);
+    const array_ref<std::uint64_t> ref = a.ref();
+    constexpr std::uint64_t per_line = 512 / 8, dense_lines = (4 << 20) / 512;
+    std::atomic<std::uint64_t> wrong{0};
+    test::run_lanes(16, [&](unsigned lane) {
+      for (std::uint64_t line = lane; line < dense_lines; line += 16) {
+        const std::uint64_t i = line * per_line + (line * 7) % per_line;
+        if (ref[i] != tools::pattern_word(i * 8)) wrong.fetch_add(1);
+      }
+    });
+    EXPECT_EQ(wrong.load(), 0u);
+    a.check();
+    const controller_stats dense = a.shared_controller()->stats();
+    const cache_stats dense_cache = a.stats();
+    EXPECT_EQ(random_reads(ref, 8, 500), 0u);
+    a.check();
+    const controller_stats sparse = a.shared_controller()->stats();
+    const std::uint64_t sparse_misses = a.stats().misses - dense_cache.misses;
+    for (std::uint64_t i = ref.size() - 3000; i < ref.size(); ++i)
+      if (ref[i] != tools::pattern_word(i * 8)) wrong.fetch_add(1);
+    EXPECT_EQ(wrong.load(), 0u);
+    a.check();
+    EXPECT_EQ(a.shared_controller()->stats().errors, 0u);
+    if (read_ahead == 0) {
+      EXPECT_EQ(sparse.read_ahead_loads, 0u);
+      EXPECT_EQ(sparse.read_ahead_lines, 0u);
+      continue;
+    }
+    // Dense: at least half the extents read whole, and at least 30 % of
+    // the lines served from them (the first two of an extent go alone).
+    EXPECT_GE(dense.read_ahead_loads * 2, dense_lines / 8) << dense.read_ahead_lines;
+    EXPECT_GE(dense.read_ahead_lines * 10, dense_lines * 3) << dense.read_ahead_loads;
+    // Sparse: under 5 % of the misses read an extent.
+    EXPECT_GT(sparse_misses, 3000u);
+    EXPECT_LT((sparse.read_ahead_loads - dense.read_ahead_loads) * 20, sparse_misses);
+    std::printf("dense: %llu extents read, %llu lines served of %llu; sparse: %llu extents for "
+                "%llu misses\n",
+                static_cast<unsigned long long>(dense.read_ahead_loads),
+                static_cast<unsigned long long>(dense.read_ahead_lines),
+                static_cast<unsigned long long>(dense_lines),
+                static_cast<unsigned long long>(sparse.read_ahead_loads - dense.read_ahead_loads),
+                static_cast<unsigned long long>(sparse_misses));
   }
 }
 

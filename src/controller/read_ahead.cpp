@@ -1,0 +1,118 @@
+// read_ahead: extents read whole where the misses are dense (read_ahead.h).
+#include "controller/read_ahead.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "warpstore/detail/hash.cuh"
+#include "warpstore/error.h"
+
+namespace warpstore::host_detail {
+
+read_ahead::read_ahead(std::uint32_t extent_bytes, std::uint32_t extents,
+                       std::uint64_t file_bytes, std::uint32_t alignment)
+    : extent_bytes_(extent_bytes),
+      extents_(extents),
+      file_bytes_(file_bytes),
+      alignment_(std::max<std::uint32_t>(alignment, 1)),
+      slots_(extents),
+      touches_(std::size_t{4096}) {
+  if (extent_bytes == 0 || (extent_bytes & (extent_bytes - 1)) != 0 ||
+      extent_bytes % alignment_ != 0 || extents == 0)
+    throw invalid_argument("read_ahead: the extent (" + std::to_string(extent_bytes) +
+                           " bytes) must be a power of two and a multiple of the O_DIRECT "
+                           "alignment (" + std::to_string(alignment_) + "), with extents to hold");
+  memory_ = static_cast<std::byte*>(
+      std::aligned_alloc(std::max<std::size_t>(alignment_, 4096),
+                         std::size_t{extent_bytes} * extents));
+  if (memory_ == nullptr) throw std::bad_alloc();
+  where_.reserve(extents * 2);
+}
+
+read_ahead::~read_ahead() {
+  if (!leaked_) std::free(memory_);
+}
+
+std::uint32_t read_ahead::victim() {
+  for (std::uint32_t steps = 0; steps < 2 * extents_; ++steps) {
+    slot& s = slots_[hand_];
+    const std::uint32_t at = hand_;
+    hand_ = (hand_ + 1) % extents_;
+    if (s.st == state::loading) continue;
+    if (s.referenced) {
+      s.referenced = false;
+      continue;
+    }
+    return at;
+  }
+  return extents_;
+}
+
+read_ahead::verdict read_ahead::serve(std::uint64_t offset, std::uint32_t bytes, std::byte* dst,
+                                      load& l) {
+  const std::uint64_t extent = offset / extent_bytes_;
+  std::lock_guard<std::mutex> lock(m_);
+  if (const auto it = where_.find(extent); it != where_.end()) {
+    slot& s = slots_[it->second];
+    if (s.st == state::loading) return verdict::wait;
+    const std::uint64_t at = offset - extent * extent_bytes_;
+    if (at + bytes > s.valid) return verdict::line;  // the extent read fell short of it
+    std::memcpy(dst, memory_ + std::size_t{it->second} * extent_bytes_ + at, bytes);
+    s.referenced = true;
+    ++lines_;
+    return verdict::copied;
+  }
+  // Not held: is the region dense enough to read whole?
+  ++seq_;
+  touch& t = touches_[detail::murmur3_fmix64(extent) & (touches_.size() - 1)];
+  if (t.extent == extent && seq_ - t.seq <= window)
+    ++t.count;
+  else
+    t = touch{extent, seq_, 1};
+  t.seq = seq_;
+  if (t.count < trigger) return verdict::line;
+  const std::uint32_t v = victim();
+  if (v == extents_) return verdict::line;
+  slot& s = slots_[v];
+  if (s.st == state::ready) where_.erase(s.extent);
+  s = slot{extent, 0, state::loading, false};
+  where_.emplace(extent, v);
+  t.count = 0;
+  const std::uint64_t start = extent * extent_bytes_;
+  // O_DIRECT reads whole aligned blocks: up to the file's end rounded up
+  // (the read returns what exists).
+  const std::uint64_t end_aligned = (file_bytes_ + alignment_ - 1) / alignment_ * alignment_;
+  l.slot = v;
+  l.offset = start;
+  l.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(extent_bytes_, end_aligned - start));
+  l.buffer = memory_ + std::size_t{v} * extent_bytes_;
+  ++loads_;
+  return verdict::load;
+}
+
+void read_ahead::loaded(std::uint32_t v, int result) {
+  std::lock_guard<std::mutex> lock(m_);
+  slot& s = slots_[v];
+  if (result < 0) {
+    where_.erase(s.extent);
+    s = slot{};
+    return;
+  }
+  s.valid = static_cast<std::uint32_t>(result);
+  s.st = state::ready;
+  s.referenced = true;  // a clock pass for the reads parked on it
+}
+
+std::uint64_t read_ahead::loads() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return loads_;
+}
+
+std::uint64_t read_ahead::lines() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return lines_;
+}
+
+}  // namespace warpstore::host_detail

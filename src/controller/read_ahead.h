@@ -1,0 +1,100 @@
+// Read-ahead for the host controller's O_DIRECT reads: where a batch's misses
+// are dense in the file, whole extents (options::read_ahead bytes, aligned)
+// are read once and the lines inside them are copied out, as the kernel's
+// readahead does for np.memmap; where they are sparse, each line is read
+// alone, as before. Shared by the controller's service units. Private to
+// src/controller/.
+//
+// Density is judged per extent: an extent that is not held is read whole
+// once `trigger` misses fell in it within the last `window` misses of the
+// controller (a batch that touches most of a region sends its neighbours
+// within a round; random rows over a large file seldom hit one extent three
+// times that close together). The extents held are few (options::
+// read_ahead_cache bytes) and replaced by a clock; a line served from one
+// costs a copy of its bytes, not a system call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+namespace warpstore::host_detail {
+
+class read_ahead {
+ public:
+  static constexpr std::uint32_t trigger = 3;
+  static constexpr std::uint64_t window = 512;
+
+  // extent_bytes: a power of two and a multiple of the file's O_DIRECT
+  // alignment; extents: how many are held; file_bytes: the file's size.
+  read_ahead(std::uint32_t extent_bytes, std::uint32_t extents, std::uint64_t file_bytes,
+             std::uint32_t alignment);
+  ~read_ahead();
+  read_ahead(const read_ahead&) = delete;
+  read_ahead& operator=(const read_ahead&) = delete;
+
+  // An extent the caller is to read: `bytes` at `offset` into `buffer`, then
+  // loaded(slot, result).
+  struct load {
+    std::uint32_t slot = 0;
+    std::uint64_t offset = 0;
+    std::uint32_t bytes = 0;
+    std::byte* buffer = nullptr;
+  };
+  enum class verdict {
+    copied,  // the line's bytes are in dst
+    wait,    // its extent is being read: ask again later
+    load,    // read the extent (`l`), then ask again
+    line,    // read the line itself
+  };
+  // For a READ of [offset, offset + bytes), all inside the file.
+  verdict serve(std::uint64_t offset, std::uint32_t bytes, std::byte* dst, load& l);
+  // The read of slot's extent ended with `result` (bytes read, or -errno:
+  // the extent is forgotten, and its lines are read alone).
+  void loaded(std::uint32_t slot, int result);
+  // Whether [offset, offset + bytes) lies in one extent and is small enough
+  // for read-ahead to pay (at most a quarter of an extent).
+  bool covers(std::uint64_t offset, std::uint32_t bytes) const {
+    return bytes * 4 <= extent_bytes_ && offset / extent_bytes_ == (offset + bytes - 1) / extent_bytes_;
+  }
+  std::uint64_t loads() const;  // extents read whole
+  std::uint64_t lines() const;  // lines served from them
+  // The kernel may still write into the extents (a unit could not drain):
+  // their memory is never freed.
+  void leak() noexcept { leaked_ = true; }
+
+ private:
+  enum class state : std::uint8_t { empty, loading, ready };
+  struct slot {
+    std::uint64_t extent = 0;
+    std::uint32_t valid = 0;  // bytes read (ready)
+    state st = state::empty;
+    bool referenced = false;  // served a line since the clock last passed
+  };
+  struct touch {
+    std::uint64_t extent = ~std::uint64_t{0};
+    std::uint64_t seq = 0;  // the miss that last fell in it
+    std::uint32_t count = 0;
+  };
+  // A slot to load `extent` into (the clock passes over loading slots and
+  // referenced ones once), or extents_ when every one is being read.
+  std::uint32_t victim();
+
+  const std::uint32_t extent_bytes_;
+  const std::uint32_t extents_;
+  const std::uint64_t file_bytes_;
+  const std::uint32_t alignment_;
+  std::byte* memory_ = nullptr;
+  bool leaked_ = false;
+  mutable std::mutex m_;
+  std::unordered_map<std::uint64_t, std::uint32_t> where_;  // extent -> slot
+  std::vector<slot> slots_;
+  std::uint32_t hand_ = 0;
+  std::vector<touch> touches_;  // hashed by extent, a power of two entries
+  std::uint64_t seq_ = 0;       // misses judged so far
+  std::uint64_t loads_ = 0, lines_ = 0;
+};
+
+}  // namespace warpstore::host_detail
