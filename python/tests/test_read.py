@@ -259,3 +259,35 @@ def test_read_into_cuda_memory(rows):
         host = torch.empty((10, 37), dtype=torch.float32).pin_memory()
         a.read(0, 10, out=host)
         eq(host.numpy(), data[:10])
+
+
+@pytest.mark.parametrize("read_ahead", [None, 0])
+def test_dense_misses_read_ahead_sparse_ones_do_not(tmp_path, monkeypatch, read_ahead):
+    """O_DIRECT, 512 B rows: a gather of a contiguous range in random order
+    reads whole extents (read_ahead, 128 KiB by default) and serves most rows
+    from them; a few random rows over the 64 MiB file seldom read one. Each row
+    checked against the file; read_ahead=0 reads every row alone."""
+    data = np.random.default_rng(11).integers(0, 255, (131072, 512), dtype=np.uint8)
+    path = write(tmp_path / "rows.u8", data)
+    if read_ahead is not None:  # a tuning setting: the environment only
+        monkeypatch.setenv("WARPSTORE_READ_AHEAD", str(read_ahead))
+    try:
+        a = warpstore.open(path, np.uint8, (-1, 512), cache="1MiB", threads=2,
+                           controller="host", direct="on", backend="cpu")
+    except OSError:
+        pytest.skip("no O_DIRECT here")
+    with a:
+        assert a.stats()["direct"] is True
+        dense = np.random.default_rng(1).permutation(8192) + 20000  # 4 MiB, 32 extents
+        np.testing.assert_array_equal(a.gather(dense), data[dense])
+        s = a.stats()
+        sparse = np.random.default_rng(2).choice(131072, 300, replace=False)
+        np.testing.assert_array_equal(a.gather(sparse), data[sparse])
+        t = a.stats()
+    if read_ahead == 0:
+        assert s["read_ahead_loads"] == 0 and t["read_ahead_lines"] == 0, t
+        return
+    assert 16 <= s["read_ahead_loads"] <= 64, s  # 32 extents, each at most twice
+    assert s["read_ahead_lines"] >= 8192 // 2, s  # most rows from the extents
+    # 300 rows over 512 extents: about 11 extents get three of them.
+    assert t["read_ahead_loads"] - s["read_ahead_loads"] <= 40, t
