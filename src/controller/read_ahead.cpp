@@ -18,6 +18,7 @@ read_ahead::read_ahead(std::uint32_t extent_bytes, std::uint32_t extents,
       file_bytes_(file_bytes),
       alignment_(std::max<std::uint32_t>(alignment, 1)),
       slots_(extents),
+      loading_(std::make_unique<std::atomic<std::uint32_t>[]>(extents)),
       touches_(std::size_t{4096}) {
   if (extent_bytes == 0 || (extent_bytes & (extent_bytes - 1)) != 0 ||
       extent_bytes % alignment_ != 0 || extents == 0)
@@ -56,7 +57,10 @@ read_ahead::verdict read_ahead::serve(std::uint64_t offset, std::uint32_t bytes,
   std::lock_guard<std::mutex> lock(m_);
   if (const auto it = where_.find(extent); it != where_.end()) {
     slot& s = slots_[it->second];
-    if (s.st == state::loading) return verdict::wait;
+    if (s.st == state::loading) {
+      l.slot = it->second;
+      return verdict::wait;
+    }
     const std::uint64_t at = offset - extent * extent_bytes_;
     if (at + bytes > s.valid) return verdict::line;  // the extent read fell short of it
     std::memcpy(dst, memory_ + std::size_t{it->second} * extent_bytes_ + at, bytes);
@@ -78,6 +82,7 @@ read_ahead::verdict read_ahead::serve(std::uint64_t offset, std::uint32_t bytes,
   slot& s = slots_[v];
   if (s.st == state::ready) where_.erase(s.extent);
   s = slot{extent, 0, state::loading, false};
+  loading_[v].store(1, std::memory_order_relaxed);
   where_.emplace(extent, v);
   t.count = 0;
   const std::uint64_t start = extent * extent_bytes_;
@@ -98,11 +103,12 @@ void read_ahead::loaded(std::uint32_t v, int result) {
   if (result < 0) {
     where_.erase(s.extent);
     s = slot{};
-    return;
+  } else {
+    s.valid = static_cast<std::uint32_t>(result);
+    s.st = state::ready;
+    s.referenced = true;  // a clock pass for the reads parked on it
   }
-  s.valid = static_cast<std::uint32_t>(result);
-  s.st = state::ready;
-  s.referenced = true;  // a clock pass for the reads parked on it
+  loading_[v].store(0, std::memory_order_release);
 }
 
 std::uint64_t read_ahead::loads() const {

@@ -14,8 +14,10 @@
 // costs a copy of its bytes, not a system call.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <unordered_map>
 #include <vector>
@@ -45,7 +47,7 @@ class read_ahead {
   };
   enum class verdict {
     copied,  // the line's bytes are in dst
-    wait,    // its extent is being read: ask again later
+    wait,    // its extent is being read into slot l.slot: ask again once it is not loading()
     load,    // read the extent (`l`), then ask again
     line,    // read the line itself
   };
@@ -54,6 +56,11 @@ class read_ahead {
   // The read of slot's extent ended with `result` (bytes read, or -errno:
   // the extent is forgotten, and its lines are read alone).
   void loaded(std::uint32_t slot, int result);
+  // Whether slot's extent read is still in flight: a waiter polls this, which
+  // takes no lock, and asks serve() again once it is false.
+  bool loading(std::uint32_t slot) const {
+    return loading_[slot].load(std::memory_order_acquire) != 0;
+  }
   // Whether [offset, offset + bytes) lies in one extent and is small enough
   // for read-ahead to pay (at most a quarter of an extent).
   bool covers(std::uint64_t offset, std::uint32_t bytes) const {
@@ -91,6 +98,7 @@ class read_ahead {
   mutable std::mutex m_;
   std::unordered_map<std::uint64_t, std::uint32_t> where_;  // extent -> slot
   std::vector<slot> slots_;
+  std::unique_ptr<std::atomic<std::uint32_t>[]> loading_;  // per slot: 1 while read
   std::uint32_t hand_ = 0;
   std::vector<touch> touches_;  // hashed by extent, a power of two entries
   std::uint64_t seq_ = 0;       // misses judged so far

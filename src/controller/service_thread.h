@@ -214,6 +214,7 @@ class host_controller::worker final : public host_detail::service_unit {
   struct parked_read {
     command_ctx* c;
     std::uint64_t since;
+    std::uint32_t slot;  // the extent slot it waits for (read_ahead::loading)
   };
   std::vector<parked_read> parked_;
   // A READ waits this long for another unit's extent at most, then reads

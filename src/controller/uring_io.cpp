@@ -104,7 +104,7 @@ bool host_controller::worker::try_read_ahead(command_ctx& c) {
     case host_detail::read_ahead::verdict::wait:
       break;
   }
-  parked_.push_back({&c, steady_ns()});
+  parked_.push_back({&c, steady_ns(), l.slot});
   return true;
 }
 
@@ -129,12 +129,19 @@ bool host_controller::worker::serve_parked() {
   bool any = false;
   for (std::size_t i = 0; i < parked_.size(); ++i) {
     command_ctx& c = *parked_[i].c;
+    const bool late = now - parked_[i].since > park_limit_ns;
+    // Still being read: no lock taken (units poll their parked reads every
+    // round, and each serve() takes read-ahead's one lock).
+    if (!late && read_ahead_->loading(parked_[i].slot)) {
+      parked_[kept++] = parked_[i];
+      continue;
+    }
     host_detail::read_ahead::load l;
-    const auto v = now - parked_[i].since > park_limit_ns
+    const auto v = late
                        ? host_detail::read_ahead::verdict::line
                        : read_ahead_->serve(c.offset, c.length, c.buffer, l);
     if (v == host_detail::read_ahead::verdict::wait) {
-      parked_[kept++] = parked_[i];
+      parked_[kept++] = {&c, parked_[i].since, l.slot};
       continue;
     }
     any = true;
@@ -144,7 +151,7 @@ bool host_controller::worker::serve_parked() {
       queue_line(c);
     } else {  // load: its extent was dropped meanwhile and is read again
       read_extent(l);
-      parked_[kept++] = {&c, parked_[i].since};
+      parked_[kept++] = {&c, parked_[i].since, l.slot};
     }
   }
   parked_.resize(kept);
