@@ -189,6 +189,11 @@ class controller {
   // writes back its dirty pinned pages and fdatasyncs). Host controller:
   // nothing, FLUSH already was an fdatasync. Raises on failure.
   virtual void make_durable() {}
+  // Forgets what the controller holds of the file's bytes outside the GPU
+  // cache (the host controller's read-ahead extents), so that misses after a
+  // cache clear read the file as it is now. The memory controller's pinned
+  // copy of a file it could not map stays the file as it was at open.
+  virtual void forget_file_bytes() {}
   // Announces work: kernels over this controller's arrays are about to run
   // (begin) or have ended (end); calls nest and may come from any thread.
   // Between them the host controller's service threads poll at full speed;

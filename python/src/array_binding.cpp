@@ -388,7 +388,8 @@ class py_array {
     cache_share share(shared_.get());
     open_array().base().cache().reset_stats();
   }
-  // Drops every cached line: the next gather starts cold. The cache is
+  // Drops every cached line (and the controller's read-ahead extents): the
+  // next gather starts cold and reads the file as it is now. The cache is
   // reset as a whole, so it waits for the gathers in flight (on a shared
   // cache, those of every array on it).
   void clear_cache() {
@@ -402,6 +403,7 @@ class py_array {
     gate_pass<true> pass(gate_);
     settle_pending(true);
     open_array().base().cache().clear();
+    open_array().base().shared_controller()->forget_file_bytes();
   }
   // Clears a shared cache: its gate alone, then every array's unwaited
   // gathers finished, then the lines dropped. Without the GIL.
@@ -415,6 +417,9 @@ class py_array {
     }
     c.retire_leftovers();
     c.lines->clear();
+    std::lock_guard<std::mutex> lock(c.m);
+    for (py_array* a : c.arrays)
+      if (a->a_) a->a_->base().shared_controller()->forget_file_bytes();
   }
 
  private:

@@ -291,3 +291,29 @@ def test_dense_misses_read_ahead_sparse_ones_do_not(tmp_path, monkeypatch, read_
     assert s["read_ahead_lines"] >= 8192 // 2, s  # most rows from the extents
     # 300 rows over 512 extents: about 11 extents get three of them.
     assert t["read_ahead_loads"] - s["read_ahead_loads"] <= 40, t
+
+
+@pytest.mark.parametrize("shared", [False, True])
+def test_clear_cache_forgets_read_ahead(tmp_path, shared):
+    """A file rewritten behind an open array's back, then clear_cache() (or a
+    shared Cache's clear()): the next gather reads the new bytes, none from
+    read-ahead's extents of the old ones (they would be served without a
+    word: the cache is clear, the extents are not)."""
+    old = np.random.default_rng(12).integers(0, 255, (16384, 512), dtype=np.uint8)
+    new = 255 - old
+    path = write(tmp_path / "rows.u8", old)
+    kw = dict(cache=warpstore.Cache("1MiB", line_size=512, backend="cpu")) if shared else \
+        dict(cache="1MiB")
+    try:
+        a = warpstore.open(path, np.uint8, (-1, 512), threads=2, controller="host", direct="on",
+                           backend="cpu", **kw)
+    except OSError:
+        pytest.skip("no O_DIRECT here")
+    with a:
+        dense = np.random.default_rng(3).permutation(2048) + 1000  # 1 MiB, 8 extents
+        np.testing.assert_array_equal(a.gather(dense), old[dense])
+        assert a.stats()["read_ahead_loads"] > 0
+        with open(path, "r+b") as f:
+            f.write(new.tobytes())
+        (kw["cache"].clear if shared else a.clear_cache)()
+        np.testing.assert_array_equal(a.gather(dense), new[dense])

@@ -444,7 +444,11 @@ class Array:
         self._impl.reset_stats()
 
     def clear_cache(self):
-        """Drops every cached line: the next gather starts cold."""
+        """Drops every cached line, and the host controller's read-ahead
+        extents: the next gather starts cold and reads the file as it is now
+        (a file changed behind the array's back). The memory controller's
+        pinned copy of a file it could not map is the exception: it stays the
+        file as it was at open."""
         self._check_process()
         self._impl.clear_cache()
 

@@ -159,6 +159,10 @@ controller_stats host_controller::stats() const {
   return s;
 }
 
+void host_controller::forget_file_bytes() {
+  if (read_ahead_ != nullptr) read_ahead_->forget();
+}
+
 void host_controller::check() const {
   if (!failed_.load(std::memory_order_acquire)) return;
   std::lock_guard<std::mutex> lock(failure_mutex_);

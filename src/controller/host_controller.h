@@ -41,6 +41,7 @@ class host_controller final : public controller {
   // Raises warpstore::runtime_error with the first failure of a service
   // unit (it stopped; the queues it served get no more completions).
   void check() const override;
+  void forget_file_bytes() override;  // read-ahead's extents
   void begin_activity() override;
   void end_activity() override;
   bool announces_activity() const override { return true; }

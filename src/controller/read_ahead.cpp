@@ -100,7 +100,7 @@ read_ahead::verdict read_ahead::serve(std::uint64_t offset, std::uint32_t bytes,
 void read_ahead::loaded(std::uint32_t v, int result) {
   std::lock_guard<std::mutex> lock(m_);
   slot& s = slots_[v];
-  if (result < 0) {
+  if (result < 0 || s.stale) {
     where_.erase(s.extent);
     s = slot{};
   } else {
@@ -109,6 +109,19 @@ void read_ahead::loaded(std::uint32_t v, int result) {
     s.referenced = true;  // a clock pass for the reads parked on it
   }
   loading_[v].store(0, std::memory_order_release);
+}
+
+void read_ahead::forget() {
+  std::lock_guard<std::mutex> lock(m_);
+  for (slot& s : slots_) {
+    if (s.st == state::loading) {
+      s.stale = true;  // its waiters ask again once it lands, and read the file
+    } else if (s.st == state::ready) {
+      where_.erase(s.extent);
+      s = slot{};
+    }
+  }
+  std::fill(touches_.begin(), touches_.end(), touch{});
 }
 
 std::uint64_t read_ahead::loads() const {

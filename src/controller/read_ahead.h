@@ -66,6 +66,10 @@ class read_ahead {
   bool covers(std::uint64_t offset, std::uint32_t bytes) const {
     return bytes * 4 <= extent_bytes_ && offset / extent_bytes_ == (offset + bytes - 1) / extent_bytes_;
   }
+  // Forgets every extent held, and any in flight when it lands (their bytes
+  // may predate a change of the file): the next reads see the file as it
+  // is now. controller::forget_file_bytes, with a cache clear.
+  void forget();
   std::uint64_t loads() const;  // extents read whole
   std::uint64_t lines() const;  // lines served from them
   // The kernel may still write into the extents (a unit could not drain):
@@ -79,6 +83,7 @@ class read_ahead {
     std::uint32_t valid = 0;  // bytes read (ready)
     state st = state::empty;
     bool referenced = false;  // served a line since the clock last passed
+    bool stale = false;       // loading when forget() was called: dropped on landing
   };
   struct touch {
     std::uint64_t extent = ~std::uint64_t{0};

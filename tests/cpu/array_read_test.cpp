@@ -555,6 +555,45 @@ TEST(ArrayReadAhead, DenseMissesReadWholeExtentsSparseOnesDoNot) {
   }
 }
 
+TEST(ArrayReadAhead, ClearingTheCacheForgetsTheExtents) {
+  // A dense scan leaves read-ahead's extents holding the first 512 KiB. The
+  // file is then rewritten behind the array's back (another pattern), and
+  // the cache cleared with the controller's forget_file_bytes, as Python's
+  // clear_cache() does: the same scan must read the new bytes, not old ones
+  // copied out of extents held from before.
+  test::pattern_file file(8 << 20);
+  options o = small_options(controller_kind::host, 512);
+  o.direct = direct_io::on;
+  o.read_ahead = 4096;
+  o.read_ahead_cache = 1 << 20;  // every extent of the scan stays held
+  o.service_threads = 2;
+  array<std::uint64_t> a(file.path(), 0, o);
+  const array_ref<std::uint64_t> ref = a.ref();
+  constexpr std::uint64_t per_line = 512 / 8, lines = (512 << 10) / 512;
+  auto scan = [&](std::uint64_t seed) {
+    std::atomic<std::uint64_t> wrong{0};
+    test::run_lanes(16, [&](unsigned lane) {
+      for (std::uint64_t line = lane; line < lines; line += 16)
+        for (std::uint64_t w = 0; w < per_line; w += 13) {
+          const std::uint64_t i = line * per_line + w;
+          if (ref[i] != tools::pattern_word(i * 8, seed)) wrong.fetch_add(1);
+        }
+    });
+    a.check();
+    return wrong.load();
+  };
+  EXPECT_EQ(scan(0), 0u);
+  const controller_stats first = a.shared_controller()->stats();
+  ASSERT_GT(first.read_ahead_loads, 0u) << "the scan read no extent: nothing to forget";
+  tools::write_pattern_file(file.path(), file.bytes(), 1, 2);
+  a.cache().clear();
+  a.shared_controller()->forget_file_bytes();
+  EXPECT_EQ(scan(1), 0u) << "lines came from extents read before the file changed";
+  const controller_stats second = a.shared_controller()->stats();
+  EXPECT_GT(second.read_ahead_loads, first.read_ahead_loads);
+  EXPECT_EQ(second.errors, 0u);
+}
+
 TEST(ArrayOpen, BadArgumentsAreRefused) {
   test::pattern_file file(1 << 20);
   const options o = small_options(controller_kind::host);
