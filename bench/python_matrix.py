@@ -1257,6 +1257,22 @@ def _scale(text):
     return v
 
 
+def _row_list(text):
+    """--rows: the grid's labels, or <bytes>B for any other row size (added
+    to the grid, after its own)."""
+    items = [t.strip() for t in text.split(",")]
+    bad = [t for t in items if t not in ROW_SIZES and not
+           (t.endswith("B") and t[:-1].isdigit() and int(t[:-1]) > 0 and int(t[:-1]) % 8 == 0)]
+    if bad or not items:
+        raise __import__("argparse").ArgumentTypeError(
+            f"{', '.join(map(repr, bad)) or 'nothing'}: expected a comma-separated list of "
+            f"{', '.join(ROW_SIZES)} or <bytes>B, a multiple of 8 (the check reads 8-byte "
+            f"words)")
+    for t in items:
+        ROW_SIZES.setdefault(t, int(t[:-1]))
+    return items
+
+
 def main(argv=None):
     here = os.path.dirname(os.path.abspath(__file__))
     p = _Parser(prog="python_matrix.py", description=__doc__.split("\n\n")[0])
@@ -1270,7 +1286,10 @@ def main(argv=None):
     p.add_argument("--reps", type=_positive, default=5, help="timed gathers per cell at most")
     p.add_argument("--cache-cap", type=parse_size, default="4GiB",
                    help="largest warpstore cache a cell may use (before --scale)")
-    p.add_argument("--rows", type=_list(tuple(ROW_SIZES)), default=",".join(ROW_SIZES))
+    p.add_argument("--rows", type=_row_list, default=",".join(ROW_SIZES),
+                   help="row sizes: the grid's (" + ", ".join(ROW_SIZES) + ") or any other as "
+                   "<bytes>B, e.g. 400B (100 float32) or 1536B (768 float16): rows that are not "
+                   "a power of two span lines")
     p.add_argument("--batches", type=_list(tuple(BATCHES)), default=",".join(BATCHES))
     p.add_argument("--densities", type=_list(tuple(DENSITIES)), default=",".join(DENSITIES))
     p.add_argument("--residencies", type=_list(RESIDENCIES), default=",".join(RESIDENCIES))

@@ -69,24 +69,37 @@ WARPSTORE_HD inline bool cancelled_for(unsigned mask, std::uint32_t* cancel) {
 }
 
 // Row r (in range), `row_words` words, to dst by the calling lanes (a warp
-// on the GPU): a row within one line whose miss the cache does not admit
-// comes straight from host memory, the row's bytes alone; anything else
-// through the cache (read_span, rows spanning lines included).
+// on the GPU), one line's piece at a time: a piece whose miss the cache
+// does not admit comes straight from host memory, its bytes alone; any
+// other through the cache (read_span). A row that spans lines (rows that
+// are not a power of two: 400 B rows of 100 float32 in 512 B lines cross
+// one line's end three times in four) reads each line's piece that way, so
+// a missed row costs its own bytes over the link, not two lines.
 template <class W>
 WARPSTORE_HD void read_row(const array_ref<W>& a, std::uint64_t r, std::uint64_t row_words,
                            W* dst) {
-  const std::uint64_t first = r * row_words, per_line = std::uint64_t{1} << a.elems_per_line_log2;
-  if (a.admit_misses > 1 && (first & (per_line - 1)) + row_words <= per_line) {
-    const unsigned mask = detail::warp::active_mask();
-    if (const W* src = a.passed_element(mask, first)) {
-      const unsigned lanes = detail::warp::popcount(mask);
-      for (std::uint64_t w = detail::warp::rank_in(mask, detail::warp::lane()); w < row_words;
-           w += lanes)
-        dst[w] = src[w];
-      return;
-    }
+  std::uint64_t first = r * row_words;
+  if (a.admit_misses <= 1) {
+    a.read_span(first, row_words, dst);
+    return;
   }
-  a.read_span(first, row_words, dst);
+  const std::uint64_t per_line = std::uint64_t{1} << a.elems_per_line_log2;
+  const unsigned mask = detail::warp::active_mask();
+  const unsigned lanes = detail::warp::popcount(mask);
+  const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
+  while (row_words != 0) {
+    const std::uint64_t piece =
+        row_words < per_line - (first & (per_line - 1)) ? row_words
+                                                         : per_line - (first & (per_line - 1));
+    if (const W* src = a.passed_element(mask, first)) {
+      for (std::uint64_t w = rank; w < piece; w += lanes) dst[w] = src[w];
+    } else {
+      a.read_span(first, piece, dst);
+    }
+    first += piece;
+    dst += piece;
+    row_words -= piece;
+  }
 }
 
 // Position k of a 1-D gather: out[k] = a[idx[k]]. Any subset of a warp's

@@ -155,7 +155,9 @@ def test_large_gathers_that_miss_read_in_file_order(tmp_path, monkeypatch, dtype
             assert a.stats()["sorted_gathers"] == 0
 
 
-@pytest.mark.parametrize("row", [32, 64])  # 128 and 256 bytes, lines of 512
+# 128 and 256 bytes, lines of 512; and 400 (100 float32), rows that span
+# two lines three times in four: each line's piece is read around alone.
+@pytest.mark.parametrize("row", [32, 64, 100])
 def test_gathers_that_keep_missing_read_their_misses_around_the_cache(tmp_path, monkeypatch, row):
     # Over the memory controller, once an array's gathers miss on 3 lookups
     # in 4, a miss fills its line one time in gather_miss_admit and reads
@@ -167,7 +169,7 @@ def test_gathers_that_keep_missing_read_their_misses_around_the_cache(tmp_path, 
 
     monkeypatch.setenv("WARPSTORE_GATHER_SORT_ROWS", "0")  # sorted gathers never admit
     rng = np.random.default_rng(row)
-    n = (16 << 20) // (4 * row)  # 16 MiB of float32
+    n = (16 << 20) // (4 * row) // 32 * 32  # about 16 MiB of float32, whole 512 B lines
     data = rng.standard_normal((n, row)).astype(np.float32)
     path = write(tmp_path / f"admit-{row}.bin", data)
     shape = (n, row)

@@ -128,11 +128,32 @@ def test_check_catches_wrong_rows():
 
 
 def test_bad_arguments_fail_in_one_line(tmp_path):
-    for args in (["--scale", "2"], ["--rows", "100B"], ["--dir", str(tmp_path / "nope")]):
+    for args in (["--scale", "2"], ["--rows", "100"], ["--rows", "0B"],
+                 ["--dir", str(tmp_path / "nope")]):
         r = subprocess.run([sys.executable, "-m", "warpstore", "bench", "matrix", *args],
                            capture_output=True, text=True, timeout=60)
         assert r.returncode == 2, (args, r.stderr)
         assert len(r.stderr.strip().splitlines()) == 1 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_rows_that_are_not_a_power_of_two(tmp_path):
+    """--rows takes any <bytes>B: 400 B rows (100 float32) span 512 B lines,
+    and every gathered row is still checked against the file."""
+    out = tmp_path / "odd.json"
+    r = subprocess.run(
+        [sys.executable, "-m", "warpstore", "bench", "matrix", "--dir", str(tmp_path), "--scale",
+         "1/512", "--rows", "400B", "--batches", "1K", "--densities", "sparse,dense",
+         "--residencies", "page", "--bulk", "64MiB", "--reps", "2", "--budget-s", "60",
+         "--json", str(out), "--plots", str(tmp_path / "plots")],
+        capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = json.loads(out.read_text())["results"]
+    cells = [x for x in rows if x["name"].startswith("gather.matrix.page.400B.1K.")]
+    ws = [x for x in cells if x["name"].endswith((".warpstore_host", ".warpstore_memory"))]
+    assert len(ws) >= 6, [x["name"] for x in cells]
+    for x in ws:
+        assert x["verified"] and x["mismatches"] == 0 and x["params"]["rows_checked"] > 0, x
+        assert x["params"]["row_bytes"] == 400 and x["params"]["line_size"] == 512, x["params"]
 
 
 def _fake_kvikio(monkeypatch, honours_threads):
