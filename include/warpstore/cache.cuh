@@ -501,7 +501,10 @@ class cache {
   cache_stats stats() const;
   void reset_stats();
   // Drops every line, dirty ones unwritten (no line may be pinned: call
-  // between kernels, after flushing arrays that wrote).
+  // between kernels, after flushing arrays that wrote). What a controller
+  // holds of the file besides (the host controller's read-ahead extents)
+  // stays: controller::forget_file_bytes drops it, as Python's
+  // clear_cache() does after this.
   void clear();
   // A fresh source id for an array that shares this cache, and where its
   // lines go (any warp may write back any source's dirty line). The array
