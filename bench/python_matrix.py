@@ -3,8 +3,11 @@
 one run, over a grid of regimes, each cell verified against the file.
 
 Grid (nominal; --scale shrinks every size and batch for tests):
-  row size     128 B, 512 B, 4 KiB, 16 KiB (one pattern file of --file-size,
-               2 GiB, viewed as [N, row] uint8 for each row size)
+  row size     128 B, 400 B, 512 B, 4 KiB, 16 KiB (one pattern file of
+               --file-size, 2 GiB, viewed as [N, row] uint8 for each row
+               size); 400 B (100 float32) is not a power of two: its rows
+               span two 512 B lines three times in four. --rows takes any
+               other <bytes>B too.
   batch        1 K, 8 K, 64 K, 512 K rows per gather
   density      how much of its span a batch reads. A batch is n distinct rows
                in random order, drawn uniformly from a span of S consecutive
@@ -100,7 +103,7 @@ from warpstore._tools import (GOLDEN, git_commit, human_bytes, import_kvikio, pa
                               write_pattern_file)
 from warpstore.cli import _Parser, _fail, _list, _positive
 
-ROW_SIZES = {"128B": 128, "512B": 512, "4096B": 4096, "16384B": 16384}
+ROW_SIZES = {"128B": 128, "400B": 400, "512B": 512, "4096B": 4096, "16384B": 16384}
 BATCHES = {"1K": 1 << 10, "8K": 1 << 13, "64K": 1 << 16, "512K": 1 << 19}
 WS = {"ws0p1": 0.1, "ws1": 1.0, "ws10": 10.0}
 DENSITIES = {"sparse": 0.001, "window10": 0.1, "dense": 1.0}
