@@ -188,26 +188,21 @@ def main():
                          "ceiling_name": "the same torch.mm with no array open",
                          "ratio": round(alone / idle_op, 3), "verified": True, "mismatches": 0,
                          "params": {"torch_threads": nthreads, "op": "torch.mm 1024x1024 float32"}})
-            rows.append({"name": "engine.torch_op.busy",
-                         "value": round(med["busy"] * 1e3, 3), "unit": "ms",
-                         "ceiling": round(med["rest"] * 1e3, 3),
-                         "ceiling_name": "the same op after a sleep as long as the gather",
-                         "ratio": round(med["rest"] / med["busy"], 3),
-                         "verified": True, "mismatches": 0,
-                         "params": {"torch_threads": nthreads, "gather_rows": 65536,
-                                    "measured": "the op right after a synchronised gather, "
-                                    "before its check (each gather checked after)"}})
-            rows.append({"name": "engine.torch_op.after_check",
-                         "value": round(med["after_check"] * 1e3, 3), "unit": "ms",
-                         "ceiling": round(med["rest"] * 1e3, 3),
-                         "ceiling_name": "the same op after a sleep as long as the gather",
-                         "ratio": round(med["rest"] / med["after_check"], 3),
-                         "verified": True, "mismatches": 0,
-                         "params": {"torch_threads": nthreads, "gather_rows": 65536,
-                                    "measured": "the op right after the gather's check in "
-                                    "NumPy (32 MiB copied to the host, gathered and compared), "
-                                    "no gather between: what engine.torch_op.busy measured "
-                                    "before 2026-11-27"}})
+            after_rest = {
+                "busy": "the op right after a synchronised gather, before its check (each "
+                        "gather checked after)",
+                "after_check": "the op right after the gather's check in NumPy (32 MiB copied "
+                               "to the host, gathered and compared), no gather between: what "
+                               "engine.torch_op.busy measured before 2026-11-27"}
+            for key, measured in after_rest.items():
+                rows.append({"name": f"engine.torch_op.{key}",
+                             "value": round(med[key] * 1e3, 3), "unit": "ms",
+                             "ceiling": round(med["rest"] * 1e3, 3),
+                             "ceiling_name": "the same op after a sleep as long as the gather",
+                             "ratio": round(med["rest"] / med[key], 3),
+                             "verified": True, "mismatches": 0,
+                             "params": {"torch_threads": nthreads, "gather_rows": 65536,
+                                        "measured": measured}})
 
         if have_torch and device != "cpu":
             rows.append(gpu_op_beside_gather(path, data, rng, device, args.rows))
