@@ -465,6 +465,22 @@ class Matrix:
                             cache="1MiB") as a:
             return a.stats()["controller"]
 
+    def _log_losses(self, log, method, residencies):
+        """The cells of `method` in `residencies` under the best CPU path."""
+        if not residencies:
+            return
+        loses = [r for r in self.results if r["name"].startswith("gather.matrix.") and
+                 r["name"].endswith("." + method) and r["params"].get("residency") in residencies
+                 and r["ratio"] is not None and r["ratio"] < 1]
+        default = all(self.default_method(res) == method for res in residencies)
+        log(f"\ncells where {method} ({'the default' if default else 'not the default'} in "
+            f"{', '.join(residencies)}) loses to the best CPU path: {len(loses)}")
+        for r in sorted(loses, key=lambda r: r["ratio"]):
+            p = r["params"]
+            log(f"  {r['name']}: {r['ratio']:.2f} of {p['best_cpu_method']}, hit rate "
+                f"{p['hit_rate']:.2f}, line {p['line_size']} B for {p['row_bytes']} B rows, "
+                f"direct={p['direct']}")
+
     def default_method(self, res):
         return "warpstore_" + self.default_controller[res]
 
@@ -1089,15 +1105,14 @@ class Matrix:
             log("\nbulk reads, GB/s:")
             log(table([[r["name"], f"{r['value']:.2f}", r["params"].get("api", ""),
                         r["mismatches"]] for r in bulk], ["read", "GB/s", "how", "wrong"]))
-        loses = [r for r in self.results if r["name"].startswith("gather.matrix.") and
-                 r["name"].endswith(".warpstore_host") and r["ratio"] is not None and r["ratio"] < 1]
-        log(f"\ncells where warpstore_host loses to the best CPU path: {len(loses)}")
-        for r in sorted(loses, key=lambda r: r["ratio"]):
-            p = r["params"]
-            log(f"  {r['name']}: {r['ratio']:.2f} of {p['best_cpu_method']}, hit rate "
-                f"{p['hit_rate']:.2f}, line {p['line_size']} B for {p['row_bytes']} B rows, "
-                f"direct={p['direct']}")
+        # The defaults' cells (what the summaries take: controller=auto's pick
+        # in each residency), then the host controller's where it is not that.
+        for method, where in [(self.default_method(res), (res,)) for res in RESIDENCIES] + [
+                ("warpstore_host", tuple(res for res in RESIDENCIES
+                                         if self.default_method(res) != "warpstore_host"))]:
+            self._log_losses(log, method, where)
         log(f"\nleft out ({len(self.left_out)} entries):")
+
         by_reason = {}
         for e in self.left_out:
             by_reason.setdefault(e["reason"], []).append(f"{e['cell']} [{','.join(e['methods'])}]")
