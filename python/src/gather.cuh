@@ -88,18 +88,57 @@ WARPSTORE_HD void read_row(const array_ref<W>& a, std::uint64_t r, std::uint64_t
   const unsigned lanes = detail::warp::popcount(mask);
   const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
   while (row_words != 0) {
-    const std::uint64_t piece =
-        row_words < per_line - (first & (per_line - 1)) ? row_words
-                                                         : per_line - (first & (per_line - 1));
-    if (const W* src = a.passed_element(mask, first)) {
-      for (std::uint64_t w = rank; w < piece; w += lanes) dst[w] = src[w];
-    } else {
+    const std::uint64_t room = per_line - (first & (per_line - 1));
+    const std::uint64_t piece = row_words < room ? row_words : room;
+    if (const W* src = a.passed_element(mask, first))
+      detail::copy_strided(src, dst, piece, lanes, rank);
+    else
       a.read_span(first, piece, dst);
-    }
     first += piece;
     dst += piece;
     row_words -= piece;
   }
+}
+
+// read_row for several rows a warp (small rows, see row_group_lanes): row
+// r by `stride` lanes of `mask`, this one `offset` among them. Every lane
+// of `mask` calls together; lanes without `want` take part in the
+// collectives only. Each line's piece as read_row takes it, through
+// read_in_line: lanes whose rows share a line share its lookup and fill.
+template <class W>
+WARPSTORE_HD void read_row_lanes(const array_ref<W>& a, unsigned mask, bool want,
+                                 std::uint64_t r, std::uint64_t row_words, W* dst,
+                                 unsigned stride, unsigned offset) {
+  const std::uint64_t per_line = std::uint64_t{1} << a.elems_per_line_log2;
+  std::uint64_t first = r * row_words;
+  std::uint64_t left = want ? row_words : 0;
+  while (detail::warp::ballot(mask, left != 0) != 0) {
+    const bool mine = left != 0;
+    const std::uint64_t room = per_line - (first & (per_line - 1));
+    const std::uint64_t piece = left < room ? left : room;
+    const W* src = a.passed_element(mask, first, mine);
+    if (src != nullptr) detail::copy_strided(src, dst, piece, stride, offset);
+    a.read_in_line(mask, mine && src == nullptr, first, piece, dst, stride, offset);
+    first += piece;
+    dst += piece;
+    left -= piece;
+  }
+}
+
+// The fewest lanes that read one row together on the GPU: each reads at
+// most four of its words, so a warp can read 32 / lanes small rows at once
+// (128 B rows: 16, each lane a quarter of one). A row's lookup is a chain of
+// dependent loads and atomics in L2, and a warp that read one row at a time
+// waited on one chain after another: a 64 K-row gather of 128 B rows that
+// hit every line took 215 us on an H100, where torch's index_select on GPU
+// memory takes 41 (gather_kernels.cuh, lanes_per_row, picks per gather).
+// Rows over 16 words (256 B of 16-byte words) keep a warp each: at 512 B
+// four rows a warp ran no faster than one.
+WARPSTORE_HD inline unsigned row_group_lanes(std::uint64_t row_words) {
+  if (row_words > 16) return 32;
+  unsigned g = 1;
+  while (std::uint64_t{4} * g < row_words) g *= 2;
+  return g;
 }
 
 // Position k of a 1-D gather: out[k] = a[idx[k]]. Any subset of a warp's
@@ -118,9 +157,8 @@ WARPSTORE_HD void gather_element(const array_ref<W>& a, const I* idx, W* out, st
   out[k] = a[i];
 }
 
-// Position k of a row gather: the calling lanes (a whole warp on the GPU,
-// one lane on the CPU) copy row idx[k], `row_words` words, to out row k.
-// Rows may span lines; read_span walks them.
+// Position k of a row gather: the calling lanes (a whole warp on the GPU)
+// copy row idx[k], `row_words` words, to out row k.
 template <class W, class I>
 WARPSTORE_HD void gather_row(const array_ref<W>& a, std::uint64_t rows, std::uint64_t row_words,
                              const I* idx, W* out, std::uint64_t k, std::uint64_t* first_bad,
@@ -128,12 +166,29 @@ WARPSTORE_HD void gather_row(const array_ref<W>& a, std::uint64_t rows, std::uin
   const unsigned mask = detail::warp::active_mask();
   if (cancelled_for(mask, cancel)) return;
   std::uint64_t r = 0;
-  W* dst = out + k * row_words;
   if (!resolve_index(idx[k], rows, r)) {
     if (detail::warp::lane() == detail::warp::first_lane(mask)) note_bad_position(first_bad, k);
     return;  // the host raises before anyone sees the row
   }
-  read_row(a, r, row_words, dst);
+  read_row(a, r, row_words, out + k * row_words);
+}
+
+// gather_row for several rows a warp (read_row_lanes): `stride` lanes of
+// `mask` (this one `offset` among them; one lane on the CPU) copy row
+// idx[k]. Every lane of `mask` calls together; lanes without `want` take
+// part in the collectives only.
+template <class W, class I>
+WARPSTORE_HD void gather_row_lanes(const array_ref<W>& a, unsigned mask, bool want,
+                                   std::uint64_t rows, std::uint64_t row_words, const I* idx,
+                                   W* out, std::uint64_t k, std::uint64_t* first_bad,
+                                   std::uint32_t* cancel, unsigned stride, unsigned offset) {
+  if (cancelled_for(mask, cancel)) return;
+  std::uint64_t r = 0;
+  if (want && !resolve_index(idx[k], rows, r)) {
+    if (offset == 0) note_bad_position(first_bad, k);
+    want = false;  // the host raises before anyone sees the row
+  }
+  read_row_lanes(a, mask, want, r, row_words, want ? out + k * row_words : out, stride, offset);
 }
 
 }  // namespace warpstore::python

@@ -93,7 +93,8 @@ void gather_typed(const erased_array& ea, const I* idx, std::uint64_t n, W* out,
     run_lanes(
         n,
         [&](std::uint64_t k) {
-          gather_row(a, ea.rows(), row_words, idx, out, k, &rec.first_bad, &rec.cancel);
+          gather_row_lanes(a, detail::warp::active_mask(), true, ea.rows(), row_words, idx, out,
+                           k, &rec.first_bad, &rec.cancel, 1, 0);
         },
         rec.cancel, poll);
 }

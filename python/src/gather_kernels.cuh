@@ -49,10 +49,10 @@ constexpr unsigned wide_threads = 1024;
 // empties. A gather kernel uses no shared memory, so by default it would
 // take the split with the least, and a kernel that wants the most would
 // queue behind it: the gather asks for the most.
-template <class K>
-void prefer_shared_memory(K kernel) {
+template <auto Kernel>
+void prefer_shared_memory() {
   static const cudaError_t once = cudaFuncSetAttribute(
-      kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
+      Kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared);
   WARPSTORE_CUDA_TRY(once);
 }
 
@@ -78,14 +78,49 @@ __device__ void elements_body(const array_ref<W>& a, const I* idx, W* out, std::
     gather_element(a, idx, out, k, &rec->first_bad, &rec->cancel);
 }
 
-template <class W, class I>
+// Lanes a row (a power of two) for a gather of n rows by `warps` warps.
+// Several rows a warp only where the lookups are what a gather waits on:
+// over the memory controller while its gathers hit (no miss admission). A
+// gather that misses waits on random reads of host memory (about 60 M rows
+// a second however they are issued), and several rows a warp made it 11 %
+// slower there (128 B rows, 8 K, H100); through queues (host controller)
+// it was not measured. Then a row a warp while the warps outnumber the
+// rows (a small gather's time is its slowest warp), more rows a warp as
+// the batch grows, down to row_group_lanes.
+template <class W>
+unsigned lanes_per_row(const array_ref<W>& a, std::uint64_t n, std::uint64_t row_words,
+                       std::uint64_t warps) {
+  if (!a.reads_around() || a.admit_misses > 1) return 32;
+  const std::uint64_t most = 32 / row_group_lanes(row_words);
+  std::uint64_t per_warp = 1;
+  while (per_warp < most && per_warp * warps < n) per_warp *= 2;
+  return static_cast<unsigned>(32 / per_warp);
+}
+
+// Lanes: several rows a warp (group lanes a row, below 32), a kernel of its
+// own: with both ways in one kernel, a warp a row spilled half as much again.
+template <bool Lanes, class W, class I>
 __device__ void rows_body(const array_ref<W>& a, std::uint64_t rows, std::uint64_t row_words,
-                          const I* idx, W* out, std::uint64_t n, call_record* rec) {
+                          const I* idx, W* out, std::uint64_t n, call_record* rec,
+                          unsigned group) {
   const std::uint64_t warps = gridDim.x * std::uint64_t{blockDim.x} / 32;
-  // k is the same for every lane of a warp: each warp walks its rows whole.
-  for (std::uint64_t k = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32; k < n;
-       k += warps)
-    gather_row(a, rows, row_words, idx, out, k, &rec->first_bad, &rec->cancel);
+  const std::uint64_t first = (blockIdx.x * std::uint64_t{blockDim.x} + threadIdx.x) / 32;
+  if constexpr (!Lanes) {
+    // k is the same for every lane of a warp: each warp walks its rows whole.
+    for (std::uint64_t k = first; k < n; k += warps)
+      gather_row(a, rows, row_words, idx, out, k, &rec->first_bad, &rec->cancel);
+    (void)group;
+    return;
+  }
+  // Each warp reads `per_warp` rows at once, `group` lanes a row; base is
+  // the same for every lane, so the whole warp calls gather_row_lanes together.
+  const unsigned per_warp = 32 / group;
+  const unsigned lane = detail::warp::lane();
+  for (std::uint64_t base = first * per_warp; base < n; base += warps * per_warp) {
+    const std::uint64_t k = base + lane / group;
+    gather_row_lanes(a, detail::warp::active_mask(), k < n, rows, row_words, idx, out, k,
+                     &rec->first_bad, &rec->cancel, group, lane % group);
+  }
 }
 
 // Where a gather that informs the next one's order (erased_array::sorts)
@@ -148,12 +183,12 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
   hand_over_record(rec, host, sample);
 }
 
-template <class W, class I>
+template <bool Lanes, class W, class I>
 __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
     gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
                        W* out, std::uint64_t n, call_record* rec, call_record* host,
-                       cache_sample sample) {
-  rows_body(a, rows, row_words, idx, out, n, rec);
+                       cache_sample sample, unsigned group) {
+  rows_body<Lanes>(a, rows, row_words, idx, out, n, rec, group);
   hand_over_record(rec, host, sample);
 }
 
@@ -165,12 +200,12 @@ __global__ void __launch_bounds__(wide_threads, 1)
   hand_over_record(rec, host, sample);
 }
 
-template <class W, class I>
+template <bool Lanes, class W, class I>
 __global__ void __launch_bounds__(wide_threads, 1)
     wide_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
                      W* out, std::uint64_t n, call_record* rec, call_record* host,
-                     cache_sample sample) {
-  rows_body(a, rows, row_words, idx, out, n, rec);
+                     cache_sample sample, unsigned group) {
+  rows_body<Lanes>(a, rows, row_words, idx, out, n, rec, group);
   hand_over_record(rec, host, sample);
 }
 
@@ -287,7 +322,7 @@ void launch_sorted(const erased_array& ea, const array_ref<W>& a, const I* idx, 
   const std::uint32_t* pos = b.pos[b.pos_current];
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
   if (row_words == 1) {
-    prefer_shared_memory(sorted_elements_kernel<W>);
+    prefer_shared_memory<sorted_elements_kernel<W>>();
     sorted_elements_kernel<<<static_cast<unsigned>(
                                  grid_for(n, block_threads, resident_blocks_per_sm * sms)),
                              block_threads, 0, s>>>(a, keys, pos, out, n, slot.device, slot.host,
@@ -298,7 +333,7 @@ void launch_sorted(const erased_array& ea, const array_ref<W>& a, const I* idx, 
     const std::uint64_t row_bytes = ea.row_bytes();
     const auto run =
         static_cast<std::uint32_t>(std::clamp<std::uint64_t>(a.cache.line_size / row_bytes, 1, 8));
-    prefer_shared_memory(sorted_rows_kernel<W>);
+    prefer_shared_memory<sorted_rows_kernel<W>>();
     sorted_rows_kernel<<<static_cast<unsigned>(grid_for((n + run - 1) / run, block_threads / 32,
                                                         resident_blocks_per_sm * sms)),
                          block_threads, 0, s>>>(a, ea.rows(), row_words, keys, pos, out, n,
@@ -338,25 +373,36 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   if (const std::uint64_t share = ea.gather_sm_share(); share != 0) {
     const std::uint64_t most = std::max<std::uint64_t>(1, sms / share);
     if (row_words == 1) {
-      prefer_shared_memory(wide_elements_kernel<W, I>);
+      prefer_shared_memory<wide_elements_kernel<W, I>>();
       wide_elements_kernel<<<static_cast<unsigned>(grid_for(n, wide_threads, most)), wide_threads,
                              0, s>>>(a, idx, out, n, rec, host, sample);
     } else {
-      prefer_shared_memory(wide_rows_kernel<W, I>);
-      wide_rows_kernel<<<static_cast<unsigned>(grid_for(n, wide_threads / 32, most)), wide_threads,
-                         0, s>>>(a, ea.rows(), row_words, idx, out, n, rec, host, sample);
+      const unsigned group = lanes_per_row(a, n, row_words, most * (wide_threads / 32));
+      const auto kernel =
+          group == 32 ? wide_rows_kernel<false, W, I> : wide_rows_kernel<true, W, I>;
+      if (group == 32)
+        prefer_shared_memory<wide_rows_kernel<false, W, I>>();
+      else
+        prefer_shared_memory<wide_rows_kernel<true, W, I>>();
+      kernel<<<static_cast<unsigned>(grid_for(n, wide_threads / group, most)), wide_threads, 0,
+               s>>>(a, ea.rows(), row_words, idx, out, n, rec, host, sample, group);
     }
   } else if (row_words == 1) {
-    prefer_shared_memory(gather_elements_kernel<W, I>);
+    prefer_shared_memory<gather_elements_kernel<W, I>>();
     gather_elements_kernel<<<static_cast<unsigned>(
                                  grid_for(n, block_threads, resident_blocks_per_sm * sms)),
                              block_threads, 0, s>>>(a, idx, out, n, rec, host, sample);
   } else {
-    prefer_shared_memory(gather_rows_kernel<W, I>);
-    gather_rows_kernel<<<static_cast<unsigned>(
-                             grid_for(n, block_threads / 32, resident_blocks_per_sm * sms)),
-                         block_threads, 0, s>>>(a, ea.rows(), row_words, idx, out, n, rec, host,
-                                                sample);
+    const std::uint64_t most = resident_blocks_per_sm * sms;
+    const unsigned group = lanes_per_row(a, n, row_words, most * (block_threads / 32));
+    const auto kernel =
+        group == 32 ? gather_rows_kernel<false, W, I> : gather_rows_kernel<true, W, I>;
+    if (group == 32)
+      prefer_shared_memory<gather_rows_kernel<false, W, I>>();
+    else
+      prefer_shared_memory<gather_rows_kernel<true, W, I>>();
+    kernel<<<static_cast<unsigned>(grid_for(n, block_threads / group, most)), block_threads, 0,
+             s>>>(a, ea.rows(), row_words, idx, out, n, rec, host, sample, group);
   }
   WARPSTORE_CHECK_LAUNCH();
 }

@@ -115,6 +115,17 @@ struct array_ref {
   // be memory all calling lanes can address (global or shared).
   WARPSTORE_HD bool read_span(std::uint64_t first, std::uint64_t n, T* out) const;
 
+  // Masked spans within one line, for callers that read several spans per
+  // warp at once (a Python gather's small rows, a few lanes a row): every
+  // lane of `mask` calls; lanes with `want` copy elements first + offset,
+  // first + offset + stride, ... below first + n (all in first's line) to
+  // out[offset], out[offset + stride], ...; lanes reading one span pass the
+  // same first, n and out, and offsets 0 to stride - 1. Lanes whose spans
+  // share a line share its lookup and fill (operator[]'s protocol). Returns
+  // false (the error recorded) where a wanted span could not be read.
+  WARPSTORE_HD bool read_in_line(unsigned mask, bool want, std::uint64_t first, std::uint64_t n,
+                                 T* out, unsigned stride, unsigned offset) const;
+
   // Writes element i (collective over the calling lanes, like operator[]).
   // The line is read first unless present (read-modify-write), then written
   // in the cache and marked dirty; it reaches storage when evicted or
@@ -229,8 +240,9 @@ struct array_ref {
   // is neither in the cache nor admitted this time (one read around counted
   // for the lanes of that line), else nullptr: read it through the cache
   // (operator[], read_span), which fills it on a miss. nullptr for every
-  // lane unless admit_misses > 1 on an array that reads around.
-  WARPSTORE_HD const T* passed_element(unsigned mask, std::uint64_t i) const;
+  // lane unless admit_misses > 1 on an array that reads around. Lanes
+  // without `want` take part in the collectives only (nullptr, i ignored).
+  WARPSTORE_HD const T* passed_element(unsigned mask, std::uint64_t i, bool want = true) const;
 
   // The element-type-free view of this array's lines (write-back, flush).
   WARPSTORE_HD detail::line_io lines() const {

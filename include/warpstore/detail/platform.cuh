@@ -290,15 +290,33 @@ WARPSTORE_HD inline T sum(unsigned mask, T x) {
 
 }  // namespace warp
 
+// Elements offset, offset + stride, ... below n of src to the same places
+// of dst, by one lane of `stride` sharing the copy: four loads in flight
+// before the first store (a row read across PCIe, one load at a time,
+// would wait on each).
+template <class T>
+WARPSTORE_HD inline void copy_strided(const T* src, T* dst, std::uint64_t n, unsigned stride,
+                                      unsigned offset) {
+  constexpr unsigned batch = 4;
+  for (std::uint64_t w = offset; w < n; w += batch * std::uint64_t{stride}) {
+    T v[batch];
+    WARPSTORE_UNROLL
+    for (unsigned j = 0; j < batch; ++j)
+      if (w + j * stride < n) v[j] = src[w + j * stride];
+    WARPSTORE_UNROLL
+    for (unsigned j = 0; j < batch; ++j)
+      if (w + j * stride < n) dst[w + j * stride] = v[j];
+  }
+}
+
 // Copy `bytes` (a multiple of 16, both pointers 16-byte aligned) from `src`
-// to `dst` with every lane of `mask` taking a share. `src` is read around the
-// L1 cache because it may have been written by another agent (the CPU or the
-// copy engine) since this SM last looked.
-WARPSTORE_HD inline void cooperative_copy(unsigned mask, void* dst, const void* src,
-                                          std::uint32_t bytes) {
+// to `dst`, lane `r` of the `n` sharing it taking every n-th 16 bytes from
+// its r-th. `src` is read around the L1 cache because it may have been
+// written by another agent (the CPU or the copy engine) since this SM last
+// looked. On the CPU lane 0 copies it all.
+WARPSTORE_HD inline void shared_copy(unsigned n, unsigned r, void* dst, const void* src,
+                                     std::uint32_t bytes) {
 #if WARPSTORE_ON_GPU
-  const unsigned n = warp::popcount(mask);
-  const unsigned r = warp::rank_in(mask, warp::lane());
   auto* d = static_cast<uint4*>(dst);
   const auto* s = static_cast<const uint4*>(src);
   const std::uint32_t words = bytes / 16;
@@ -314,9 +332,15 @@ WARPSTORE_HD inline void cooperative_copy(unsigned mask, void* dst, const void* 
   }
   for (; i < words; i += n) d[i] = __ldcv(s + i);
 #else
-  (void)mask;
-  __builtin_memcpy(dst, src, bytes);
+  (void)n;
+  if (r == 0) __builtin_memcpy(dst, src, bytes);
 #endif
+}
+
+// shared_copy by every lane of `mask`.
+WARPSTORE_HD inline void cooperative_copy(unsigned mask, void* dst, const void* src,
+                                          std::uint32_t bytes) {
+  shared_copy(warp::popcount(mask), warp::rank_in(mask, warp::lane()), dst, src, bytes);
 }
 
 }  // namespace warpstore::detail

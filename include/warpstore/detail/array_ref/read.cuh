@@ -74,13 +74,27 @@ WARPSTORE_HD bool array_ref<T>::read_span(std::uint64_t first, std::uint64_t n, 
 }
 
 template <class T>
-WARPSTORE_HD const T* array_ref<T>::passed_element(unsigned mask, std::uint64_t i) const {
+WARPSTORE_HD bool array_ref<T>::read_in_line(unsigned mask, bool want, std::uint64_t first,
+                                             std::uint64_t n, T* out, unsigned stride,
+                                             unsigned offset) const {
+  const bool in_range = want && n != 0 && check_index(first) && check_index(first + n - 1);
+  auto copy_from = [&](const T* src) { detail::copy_strided(src, out, n, stride, offset); };
+  const detail::line_grant g = with_line<false>(
+      mask, in_range, line_of(first), first,
+      [&](std::uint32_t slot) { copy_from(element_in(slot, first)); }, false,
+      [&](const std::byte* bytes) { copy_from(element_at(bytes, first)); });
+  return !want || (in_range && g.ok);
+}
+
+template <class T>
+WARPSTORE_HD const T* array_ref<T>::passed_element(unsigned mask, std::uint64_t i,
+                                                   bool want) const {
   if (admit_misses <= 1 || !reads_around()) return nullptr;
   const std::uint64_t line = line_of(i);
-  const std::uint64_t k = cache_ref::key(source, line);
+  const std::uint64_t k = want ? cache_ref::key(source, line) : 0;  // keys are never 0
   const unsigned leader = detail::warp::first_lane(detail::warp::match_any(mask, k));
   std::uint64_t at = 0;  // the line's bytes in host memory; 0: through the cache
-  if (detail::warp::lane() == leader && !admits(line)) {
+  if (want && detail::warp::lane() == leader && !admits(line)) {
     const io_request req = lines().request_for(line, 0);
     if (memory_source_ref::check_range(req, io.memory.capacity_blocks).success() &&
         cache.find_slot(k) == cache.num_lines) {
@@ -89,7 +103,7 @@ WARPSTORE_HD const T* array_ref<T>::passed_element(unsigned mask, std::uint64_t 
     }
   }
   at = detail::warp::shfl(mask, at, leader);
-  return at != 0 ? element_at(reinterpret_cast<const std::byte*>(at), i) : nullptr;
+  return want && at != 0 ? element_at(reinterpret_cast<const std::byte*>(at), i) : nullptr;
 }
 
 }  // namespace warpstore
