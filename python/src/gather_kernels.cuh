@@ -56,6 +56,17 @@ void prefer_shared_memory() {
   WARPSTORE_CUDA_TRY(once);
 }
 
+// The row kernel for `group` lanes a row: a warp a row (32) or several.
+template <auto WarpARow, auto Lanes>
+auto rows_kernel(unsigned group) {
+  if (group == 32) {
+    prefer_shared_memory<WarpARow>();
+    return WarpARow;
+  }
+  prefer_shared_memory<Lanes>();
+  return Lanes;
+}
+
 int multiprocessors() {
   int device = 0, sms = 0;
   WARPSTORE_CUDA_TRY(cudaGetDevice(&device));
@@ -379,11 +390,7 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
     } else {
       const unsigned group = lanes_per_row(a, n, row_words, most * (wide_threads / 32));
       const auto kernel =
-          group == 32 ? wide_rows_kernel<false, W, I> : wide_rows_kernel<true, W, I>;
-      if (group == 32)
-        prefer_shared_memory<wide_rows_kernel<false, W, I>>();
-      else
-        prefer_shared_memory<wide_rows_kernel<true, W, I>>();
+          rows_kernel<wide_rows_kernel<false, W, I>, wide_rows_kernel<true, W, I>>(group);
       kernel<<<static_cast<unsigned>(grid_for(n, wide_threads / group, most)), wide_threads, 0,
                s>>>(a, ea.rows(), row_words, idx, out, n, rec, host, sample, group);
     }
@@ -396,11 +403,7 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
     const std::uint64_t most = resident_blocks_per_sm * sms;
     const unsigned group = lanes_per_row(a, n, row_words, most * (block_threads / 32));
     const auto kernel =
-        group == 32 ? gather_rows_kernel<false, W, I> : gather_rows_kernel<true, W, I>;
-    if (group == 32)
-      prefer_shared_memory<gather_rows_kernel<false, W, I>>();
-    else
-      prefer_shared_memory<gather_rows_kernel<true, W, I>>();
+        rows_kernel<gather_rows_kernel<false, W, I>, gather_rows_kernel<true, W, I>>(group);
     kernel<<<static_cast<unsigned>(grid_for(n, block_threads / group, most)), block_threads, 0,
              s>>>(a, ea.rows(), row_words, idx, out, n, rec, host, sample, group);
   }
