@@ -103,8 +103,10 @@ WARPSTORE_HD void read_row(const array_ref<W>& a, std::uint64_t r, std::uint64_t
 // read_row for several rows a warp (small rows, see row_group_lanes): row
 // r by `stride` lanes of `mask`, this one `offset` among them. Every lane
 // of `mask` calls together; lanes without `want` take part in the
-// collectives only. Each line's piece as read_row takes it, through
-// read_in_line: lanes whose rows share a line share its lookup and fill.
+// collectives only. Each line's piece through the cache (read_in_line):
+// lanes whose rows share a line share its lookup and fill. No miss
+// admission: only gathers that admit none read rows this way
+// (gather_kernels.cuh, lanes_per_row; the CPU target admits none).
 template <class W>
 WARPSTORE_HD void read_row_lanes(const array_ref<W>& a, unsigned mask, bool want,
                                  std::uint64_t r, std::uint64_t row_words, W* dst,
@@ -113,12 +115,9 @@ WARPSTORE_HD void read_row_lanes(const array_ref<W>& a, unsigned mask, bool want
   std::uint64_t first = r * row_words;
   std::uint64_t left = want ? row_words : 0;
   while (detail::warp::ballot(mask, left != 0) != 0) {
-    const bool mine = left != 0;
     const std::uint64_t room = per_line - (first & (per_line - 1));
     const std::uint64_t piece = left < room ? left : room;
-    const W* src = a.passed_element(mask, first, mine);
-    if (src != nullptr) detail::copy_strided(src, dst, piece, stride, offset);
-    a.read_in_line(mask, mine && src == nullptr, first, piece, dst, stride, offset);
+    a.read_in_line(mask, left != 0, first, piece, dst, stride, offset);
     first += piece;
     dst += piece;
     left -= piece;

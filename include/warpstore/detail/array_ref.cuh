@@ -240,9 +240,8 @@ struct array_ref {
   // is neither in the cache nor admitted this time (one read around counted
   // for the lanes of that line), else nullptr: read it through the cache
   // (operator[], read_span), which fills it on a miss. nullptr for every
-  // lane unless admit_misses > 1 on an array that reads around. Lanes
-  // without `want` take part in the collectives only (nullptr, i ignored).
-  WARPSTORE_HD const T* passed_element(unsigned mask, std::uint64_t i, bool want = true) const;
+  // lane unless admit_misses > 1 on an array that reads around.
+  WARPSTORE_HD const T* passed_element(unsigned mask, std::uint64_t i) const;
 
   // The element-type-free view of this array's lines (write-back, flush).
   WARPSTORE_HD detail::line_io lines() const {

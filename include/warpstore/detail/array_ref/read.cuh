@@ -87,14 +87,13 @@ WARPSTORE_HD bool array_ref<T>::read_in_line(unsigned mask, bool want, std::uint
 }
 
 template <class T>
-WARPSTORE_HD const T* array_ref<T>::passed_element(unsigned mask, std::uint64_t i,
-                                                   bool want) const {
+WARPSTORE_HD const T* array_ref<T>::passed_element(unsigned mask, std::uint64_t i) const {
   if (admit_misses <= 1 || !reads_around()) return nullptr;
   const std::uint64_t line = line_of(i);
-  const std::uint64_t k = want ? cache_ref::key(source, line) : 0;  // keys are never 0
+  const std::uint64_t k = cache_ref::key(source, line);
   const unsigned leader = detail::warp::first_lane(detail::warp::match_any(mask, k));
   std::uint64_t at = 0;  // the line's bytes in host memory; 0: through the cache
-  if (want && detail::warp::lane() == leader && !admits(line)) {
+  if (detail::warp::lane() == leader && !admits(line)) {
     const io_request req = lines().request_for(line, 0);
     if (memory_source_ref::check_range(req, io.memory.capacity_blocks).success() &&
         cache.find_slot(k) == cache.num_lines) {
@@ -103,7 +102,7 @@ WARPSTORE_HD const T* array_ref<T>::passed_element(unsigned mask, std::uint64_t 
     }
   }
   at = detail::warp::shfl(mask, at, leader);
-  return want && at != 0 ? element_at(reinterpret_cast<const std::byte*>(at), i) : nullptr;
+  return at != 0 ? element_at(reinterpret_cast<const std::byte*>(at), i) : nullptr;
 }
 
 }  // namespace warpstore
