@@ -1,0 +1,112 @@
+"""The CPU target (backend="cpu": no GPU, DataLoader workers): what a gather
+costs and how many threads it leaves in the process.
+
+Per row count (1 K and 64 K random rows of 512 B from a file in the page
+cache) and controller (memory, host), from one caller and from four Python
+threads at once: the median wall time of a gather, every result checked
+against np.memmap, and the process's threads (/proc/self/task) after the
+calls, against the threads before the first array was opened. Beside it
+np.memmap's own gather of the same rows (fancy indexing, one thread), the
+strongest single-call alternative a CPU user has.
+
+    python bench/python_cpu_target.py [--calls 200] [--json F]
+"""
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+import warpstore
+
+
+def threads_now():
+    return len(os.listdir("/proc/self/task"))
+
+
+def timed(fn, calls):
+    fn()
+    t = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        fn()
+        t.append(time.perf_counter() - t0)
+    return statistics.median(t) * 1e6
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--calls", type=int, default=200)
+    p.add_argument("--file-bytes", type=int, default=256 << 20)
+    p.add_argument("--callers", type=int, default=4)
+    p.add_argument("--json")
+    args = p.parse_args()
+    row = 512
+    rows_out = []
+    base_threads = threads_now()
+    with tempfile.TemporaryDirectory(dir="/tmp") as d:
+        path = os.path.join(d, "cpu_target.u8")
+        n = args.file_bytes // row
+        np.random.default_rng(1).integers(0, 255, (n, row), dtype=np.uint8).tofile(path)
+        ref = np.memmap(path, dtype=np.uint8, mode="r", shape=(n, row))
+        for batch in (1024, 65536):
+            idxs = [np.random.default_rng(batch + k).integers(0, n, batch) for k in range(8)]
+            wants = [np.asarray(ref[i]) for i in idxs]
+            res = {"memmap": timed(lambda: ref[idxs[0]], args.calls)}
+            batch_wrong = 0
+            for ctl in ("memory", "host"):
+                with warpstore.open(path, "uint8", (n, row), backend="cpu", controller=ctl,
+                                    cache="64MiB") as a:
+                    wrong = 0
+                    for i, w in zip(idxs, wants):
+                        wrong += int((a.gather(i) != w).any(axis=1).sum())
+                    res[ctl] = timed(lambda: a.gather(idxs[0]), args.calls)
+                    # Several callers at once: each checks what it got.
+                    errs = []
+
+                    def caller(c):
+                        for k in range(args.calls // 4):
+                            j = (c + k) % len(idxs)
+                            if not np.array_equal(a.gather(idxs[j]), wants[j]):
+                                errs.append(j)
+                    ts = [threading.Thread(target=caller, args=(c,)) for c in range(args.callers)]
+                    t0 = time.perf_counter()
+                    for t in ts:
+                        t.start()
+                    for t in ts:
+                        t.join()
+                    wall = time.perf_counter() - t0
+                    res[f"{ctl}.{args.callers}_callers"] = (
+                        wall / (args.callers * (args.calls // 4)) * 1e6)
+                    extra = threads_now() - base_threads
+                    wrong += len(errs)
+                    batch_wrong += wrong
+                    if wrong:
+                        print(f"{ctl}: {wrong} wrong rows or calls", file=sys.stderr)
+                    rows_out.append({
+                        "name": f"cpu_target.{batch}.{ctl}.threads", "value": extra,
+                        "unit": "threads beside the process's own", "verified": wrong == 0,
+                        "mismatches": wrong, "params": {"batch": batch, "row_bytes": row,
+                                                       "callers": args.callers}})
+            print(f"{batch} rows of {row} B: " + ", ".join(f"{k} {v:.0f} us" for k, v in res.items())
+                  + f"; threads beside the process's: {threads_now() - base_threads}", flush=True)
+            for k, v in res.items():
+                rows_out.append({
+                    "name": f"cpu_target.{batch}.{k}", "value": round(v, 1),
+                    "unit": "us a gather (median; with callers: wall / calls)",
+                    "verified": batch_wrong == 0, "mismatches": batch_wrong,
+                    "params": {"batch": batch, "row_bytes": row, "calls": args.calls,
+                               "cores": os.cpu_count()}})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows_out, f, indent=1)
+    return 0 if all(r["verified"] for r in rows_out) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
