@@ -3,13 +3,16 @@ and byte orders: every call gets its own rows and its own errors, or a clear
 exception; nothing returns wrong data.
 
 Each test here failed on the package before per-call error state, the call
-gate (close and clear_cache wait for calls in flight) and interruptible
-waits."""
+gate (close and clear_cache wait for calls in flight), interruptible waits
+and the CPU target's process-wide lane pool (the fork test guards that
+pool's fork handling: it hung with a child reusing the parent's pool)."""
 import os
 import pathlib
+import signal
 import sys
 import threading
 import time
+import traceback
 
 import numpy as np
 import pytest
@@ -219,3 +222,122 @@ def test_ctrl_c_interrupts_a_long_gather(big):
     path, n = big
     worst = max(interrupt_latency(path, n, delay) for delay in (0.5, 1.3))
     assert worst < 1.0, f"KeyboardInterrupt came {worst:.2f} s after SIGINT"
+
+
+def tasks():
+    """The process's threads, by id."""
+    return set(os.listdir("/proc/self/task"))
+
+
+def test_gathers_share_one_bounded_lane_pool(F):
+    """CPU gathers share one process-wide pool of lanes: however many threads
+    call at once, the process never holds more lanes than the cap, and a
+    second round starts no thread at all. Per-call lanes failed both: each
+    call started and joined lane_count(n) threads of its own."""
+    path, data = F
+    cap = min(64, 8 * os.cpu_count())
+    sizes = [1, 7, 40, 300, 1000, 4096, 8192]  # one lane to the cap (n / 16)
+    callers = 6
+    seen, peak, lock, stop = set(), [0], threading.Lock(), threading.Event()
+
+    def sampler():
+        while not stop.is_set():
+            now = tasks()
+            with lock:
+                seen.update(now)
+                peak[0] = max(peak[0], len(now))
+            time.sleep(0.0002)
+
+    def sample_from_here():
+        with lock:
+            seen.clear()
+            peak[0] = 0
+
+    start = threading.Barrier(callers + 1, timeout=60)  # a failed caller breaks it
+    with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1, controller="memory",
+                        backend="cpu") as a:
+        a[[0, 1]]  # the array's own threads, if any, before counting
+
+        def caller(seed):
+            def body():
+                local = np.random.default_rng(seed)
+                for _ in range(2):  # two rounds, each after the barrier
+                    start.wait()
+                    for _ in range(6):
+                        for n in sizes:
+                            idx = local.integers(0, ROWS, n)
+                            np.testing.assert_array_equal(a[idx], data[idx])
+                    start.wait()
+            return body
+
+        watcher = threading.Thread(target=sampler)
+        watcher.start()
+        try:
+            def rounds():
+                before = tasks()
+                start.wait()  # round 1: the pool grows (or is there from earlier tests)
+                start.wait()
+                after_first, first_peak = tasks(), peak[0]
+                sample_from_here()
+                start.wait()  # round 2: the same gathers
+                start.wait()
+                started = seen - after_first
+                assert first_peak <= len(before) + cap + 2, \
+                    f"{first_peak} threads at once, from {len(before)}: at most {cap} lanes"
+                assert not started, f"the second round started {len(started)} threads"
+
+            run_threads(*(caller(s) for s in range(callers)), rounds)
+        finally:
+            stop.set()
+            watcher.join()
+
+
+def test_fork_child_gathers_with_lanes_of_its_own(F):
+    """A child forked while the parent's lanes are busy (their lock may be
+    held at fork()) gathers with a pool of its own: right rows, no hang."""
+    path, data = F
+    stop, failures = threading.Event(), []
+    with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1,
+                        backend="cpu") as a:
+        def busy():
+            local = np.random.default_rng(7)
+            try:
+                while not stop.is_set():
+                    idx = local.integers(0, ROWS, 4096)
+                    np.testing.assert_array_equal(a[idx], data[idx])
+            except BaseException as e:  # noqa: BLE001 (reported below)
+                failures.append(e)
+
+        parent = threading.Thread(target=busy)
+        parent.start()
+        try:
+            for trial in range(10):
+                time.sleep(0.01)
+                pid = os.fork()
+                if pid == 0:  # the child: never return into pytest
+                    status = 1
+                    try:
+                        with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1,
+                                            backend="cpu") as b:
+                            local = np.random.default_rng(trial)
+                            for n in (4096, 20, 8192):
+                                idx = local.integers(0, ROWS, n)
+                                np.testing.assert_array_equal(b[idx], data[idx])
+                        status = 0
+                    except BaseException:  # noqa: BLE001 (the status says it)
+                        traceback.print_exc()
+                    finally:
+                        os._exit(status)
+                deadline = time.monotonic() + 30
+                while (done := os.waitpid(pid, os.WNOHANG))[0] == 0:
+                    if time.monotonic() > deadline:
+                        os.kill(pid, signal.SIGKILL)
+                        os.waitpid(pid, 0)
+                        pytest.fail("the forked child hung")
+                    time.sleep(0.01)
+                assert os.waitstatus_to_exitcode(done[1]) == 0
+        finally:
+            stop.set()
+            parent.join()
+        if failures:
+            raise failures[0]
