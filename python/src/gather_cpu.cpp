@@ -10,12 +10,14 @@
 #include <condition_variable>
 #include <exception>
 #include <mutex>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
 
 #include "gather.cuh"
 #include "gather.h"
+#include "warpstore/settings.h"
 
 namespace warpstore::python {
 
@@ -38,16 +40,22 @@ namespace {
 // How often the calling thread asks whether to cancel.
 constexpr auto poll_period = std::chrono::milliseconds(20);
 
-// The most lanes a gather uses, and the most pool threads the process holds.
-// Once: hardware_concurrency() reads /sys on every call.
+// The most lanes a gather uses, and the most pool threads the process holds:
+// eight a core the process may use (its affinity mask), at most 64. Lanes
+// that read through queues wait on their commands, so more lanes than cores
+// keep more reads in flight. Once: the mask is read with a system call.
 unsigned lane_cap() {
-  static const unsigned cap = std::min(64u, 8 * std::max(1u, std::thread::hardware_concurrency()));
+  static const unsigned cap = std::min(64u, 8 * process_cores());
   return cap;
 }
 
-// Enough lanes to keep the controller's queues busy, no more than the batch.
-unsigned lane_count(std::uint64_t n) {
-  return static_cast<unsigned>(std::clamp<std::uint64_t>(n / 16, 1, lane_cap()));
+// Lanes for n positions, no more than the batch (16 positions a lane at
+// least). A gather whose misses are copies from host memory (the memory
+// controller) waits on nothing: lanes beyond the cores only contend.
+unsigned lane_count(std::uint64_t n, bool waits_on_io) {
+  static const unsigned cores = process_cores();
+  const unsigned most = waits_on_io ? lane_cap() : std::min(lane_cap(), cores);
+  return static_cast<unsigned>(std::clamp<std::uint64_t>(n / 16, 1, most));
 }
 
 // One gather's work. Its items go out `grain` at a time through `next` to the
@@ -116,8 +124,8 @@ struct canceller {
 // The process's lanes, shared by every gather: a library in someone else's
 // process keeps its threads bounded however many of theirs call, and makes
 // none per call. Threads start as concurrent gathers need them, up to
-// lane_cap() in all, and sleep on a condition variable while no job wants
-// helpers. Never destroyed: at exit its threads may still be asleep in it,
+// lane_cap() in all, sleep on a condition variable while no job wants
+// helpers, and leave after idle_exit without one. Never destroyed: at exit its threads may still be asleep in it,
 // and a forked child must not touch its parent's (the threads did not come
 // along, the mutex may be held for ever), so the child starts its own.
 class lane_pool {
@@ -192,7 +200,13 @@ class lane_pool {
   void serve() {
     std::unique_lock<std::mutex> lock(m_);
     for (;;) {
-      work_.wait(lock, [this] { return !queue_.empty(); });
+      // A thread that found no job for idle_exit leaves: a process that
+      // gathered once keeps no threads, and the next burst starts them again.
+      if (!work_.wait_for(lock, idle_exit, [this] { return !queue_.empty(); })) {
+        --threads_;
+        --idle_;
+        return;
+      }
       lane_job& j = *queue_.front();
       if (++j.joined == j.wanted) {
         queue_.erase(queue_.begin());
@@ -208,6 +222,7 @@ class lane_pool {
     }
   }
 
+  static constexpr auto idle_exit = std::chrono::seconds(10);
   static inline std::atomic<lane_pool*> current{nullptr};
   const pid_t pid_;  // the process the threads run in
   std::mutex m_;
@@ -218,12 +233,12 @@ class lane_pool {
   unsigned idle_ = 0;  // threads in no job
 };
 
-// Runs body(k) for k in [0, n) on lane_count(n) lanes: the calling thread and
+// Runs body(k) for k in [0, n) on `lanes` lanes (lane_count): the calling thread and
 // pool threads. The caller polls between its items and while it waits for the
 // helpers; a lane's exception is rethrown here once every lane is done.
 template <class Body>
-void run_lanes(std::uint64_t n, Body body, std::uint32_t& cancel, const interrupt_poll& poll) {
-  const unsigned lanes = lane_count(n);
+void run_lanes(std::uint64_t n, unsigned lanes, Body body, std::uint32_t& cancel,
+               const interrupt_poll& poll) {
   lane_job j;
   j.item = [](void* b, std::uint64_t k) { (*static_cast<Body*>(b))(k); };
   j.body = &body;
@@ -245,13 +260,15 @@ void gather_typed(const erased_array& ea, const I* idx, std::uint64_t n, W* out,
   array_ref<W> a = static_cast<const array<W>&>(ea.base()).ref();
   a.errors = &rec.errors;
   const std::uint64_t row_words = ea.row_bytes() / sizeof(W);
+  const unsigned lanes =
+      lane_count(n, std::string_view(ea.base().shared_controller()->name()) != "memory");
   if (row_words == 1)
     run_lanes(
-        n, [&](std::uint64_t k) { gather_element(a, idx, out, k, &rec.first_bad, &rec.cancel); },
+        n, lanes, [&](std::uint64_t k) { gather_element(a, idx, out, k, &rec.first_bad, &rec.cancel); },
         rec.cancel, poll);
   else
     run_lanes(
-        n,
+        n, lanes,
         [&](std::uint64_t k) {
           gather_row_lanes(a, detail::warp::active_mask(), true, ea.rows(), row_words, idx, out,
                            k, &rec.first_bad, &rec.cancel, 1, 0);

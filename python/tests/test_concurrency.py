@@ -235,7 +235,7 @@ def test_gathers_share_one_bounded_lane_pool(F):
     second round starts no thread at all. Per-call lanes failed both: each
     call started and joined lane_count(n) threads of its own."""
     path, data = F
-    cap = min(64, 8 * os.cpu_count())
+    cap = min(64, 8 * len(os.sched_getaffinity(0)))
     sizes = [1, 7, 40, 300, 1000, 4096, 8192]  # one lane to the cap (n / 16)
     callers = 6
     seen, peak, lock, stop = set(), [0], threading.Lock(), threading.Event()
@@ -254,7 +254,9 @@ def test_gathers_share_one_bounded_lane_pool(F):
             peak[0] = 0
 
     start = threading.Barrier(callers + 1, timeout=60)  # a failed caller breaks it
-    with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1, controller="memory",
+    # The host controller: its lanes wait on reads, so a gather takes up to
+    # the cap (the memory controller's, copies, take at most a core each).
+    with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1, controller="host",
                         backend="cpu") as a:
         a[[0, 1]]  # the array's own threads, if any, before counting
 
@@ -290,6 +292,46 @@ def test_gathers_share_one_bounded_lane_pool(F):
         finally:
             stop.set()
             watcher.join()
+
+
+def lane_threads():
+    """The pool's threads now (named warpstore-lane)."""
+    n = 0
+    for t in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{t}/comm") as f:
+                n += f.read().strip() == "warpstore-lane"
+        except OSError:  # the thread ended meanwhile
+            pass
+    return n
+
+
+@pytest.mark.parametrize("controller", ["memory", "host"])
+def test_idle_lanes_leave(F, controller):
+    """A process that gathered keeps no lanes once it stops: each pool thread
+    leaves after 10 s without work. A memory-controller gather (copies, no
+    waits) takes at most a lane a core."""
+    path, data = F
+    cores = len(os.sched_getaffinity(0))
+
+    def gone_within(seconds):
+        deadline = time.monotonic() + seconds
+        while lane_threads() and time.monotonic() < deadline:
+            time.sleep(0.5)
+        return lane_threads() == 0
+
+    assert gone_within(30), "earlier tests' lanes did not leave"
+    with warpstore.open(path, "float32", (-1, DIM), cache="1MiB", threads=1,
+                        controller=controller, backend="cpu") as a:
+        idx = np.random.default_rng(5).integers(0, ROWS, 8192)
+        np.testing.assert_array_equal(a[idx], data[idx])
+        busy = lane_threads()
+        if controller == "host" or cores > 1:
+            assert busy >= 1, "an 8 K-row gather ran on the caller alone"
+        if controller == "memory":  # the caller and a lane a core besides
+            assert busy <= cores - 1, f"{busy} lanes for {cores} cores"
+        assert gone_within(30), f"{lane_threads()} lanes still there 30 s after the gather"
+        np.testing.assert_array_equal(a[idx], data[idx])  # and a new burst starts them again
 
 
 def test_fork_child_gathers_with_lanes_of_its_own(F):
