@@ -7,12 +7,13 @@ threads at once: the median wall time of a gather, every result checked
 against np.memmap, and the process's threads (/proc/self/task) after the
 calls, against the threads before the first array was opened. Beside it
 np.memmap's own gather of the same rows (fancy indexing, one thread), the
-strongest single-call alternative a CPU user has.
+strongest single-call alternative a CPU user has: rows `cpu_target.<rows>.
+<controller>[.4_callers]` give rows a second with memmap's as the ceiling
+(`scripts/gpu.sh python cpu` writes bench/results/cpu_target.json).
 
     python bench/python_cpu_target.py [--calls 200] [--json F]
 """
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -23,6 +24,19 @@ import time
 import numpy as np
 
 import warpstore
+from warpstore._tools import result, write_results
+
+
+def cpu_name():
+    """The machine's processor and the cores this process may use."""
+    model = "unknown processor"
+    try:
+        with open("/proc/cpuinfo") as f:
+            model = next(line.split(":", 1)[1].strip() for line in f
+                         if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    return f"CPU target: {model}, {len(os.sched_getaffinity(0))} cores"
 
 
 def threads_now():
@@ -88,23 +102,28 @@ def main():
                     batch_wrong += wrong
                     if wrong:
                         print(f"{ctl}: {wrong} wrong rows or calls", file=sys.stderr)
-                    rows_out.append({
-                        "name": f"cpu_target.{batch}.{ctl}.threads", "value": extra,
-                        "unit": "threads beside the process's own", "verified": wrong == 0,
-                        "mismatches": wrong, "params": {"batch": batch, "row_bytes": row,
-                                                       "callers": args.callers}})
+                    rows_out.append(result(
+                        f"cpu_target.{batch}.{ctl}.threads", extra,
+                        "threads beside the process's own, after the calls", None, None,
+                        wrong == 0, wrong, batch=batch, row_bytes=row, callers=args.callers))
             print(f"{batch} rows of {row} B: " + ", ".join(f"{k} {v:.0f} us" for k, v in res.items())
                   + f"; threads beside the process's: {threads_now() - base_threads}", flush=True)
             for k, v in res.items():
-                rows_out.append({
-                    "name": f"cpu_target.{batch}.{k}", "value": round(v, 1),
-                    "unit": "us a gather (median; with callers: wall / calls)",
-                    "verified": batch_wrong == 0, "mismatches": batch_wrong,
-                    "params": {"batch": batch, "row_bytes": row, "calls": args.calls,
-                               "cores": os.cpu_count()}})
+                if k == "memmap":
+                    continue
+                rows_out.append(result(
+                    f"cpu_target.{batch}.{k}", round(batch / v * 1e6), "rows/s",
+                    round(batch / res["memmap"] * 1e6),
+                    "np.memmap fancy indexing of the same rows, one caller", batch_wrong == 0,
+                    batch_wrong, batch=batch, row_bytes=row, calls=args.calls,
+                    median_us=round(v, 1), memmap_us=round(res["memmap"], 1),
+                    cores=len(os.sched_getaffinity(0)),
+                    timing="median of single calls" if "callers" not in k else
+                    f"wall time of {args.callers} threads' calls / calls"))
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(rows_out, f, indent=1)
+        command = os.environ.get("WARPSTORE_BENCH_COMMAND",
+                                 "python3 bench/python_cpu_target.py " + " ".join(sys.argv[1:]))
+        write_results(args.json, "cpu_target", cpu_name(), command, rows_out)
     return 0 if all(r["verified"] for r in rows_out) else 1
 
 

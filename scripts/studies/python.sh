@@ -1,5 +1,5 @@
-# scripts/gpu.sh python [gather] [bulk] [graphsage] [matrix]: the
-# Python package on the GPU, within $BUDGET seconds (default 250; 590 when
+# scripts/gpu.sh python [gather] [bulk] [graphsage] [cpu] [matrix]: the
+# Python package on the GPU, within $BUDGET seconds (default 320; 590 when
 # matrix is named) including the build. Builds
 # the extension (both targets) with CMake into build-gpu and puts it on
 # PYTHONPATH (no pip: nothing can be downloaded there); then
@@ -15,6 +15,10 @@
 #   graphsage  the GraphSAGE example (warpstore vs GPU memory vs memmap, same
 #              seed; 2 M nodes, 128 float32 features: a 1 GiB file, cache
 #              128 MiB = 1/8; 2 epochs of 30 batches)
+#   cpu        the CPU target (bench/python_cpu_target.py: gathers of 1 K and
+#              64 K rows of 512 B with backend="cpu", one caller and four,
+#              against np.memmap; the threads left in the process), which
+#              rewrites bench/results/cpu_target.json (copied to $OUT)
 #   matrix     the regime map (bench/python_matrix.py: every gather method
 #              over row size, batch, working set / cache, residency and
 #              density, and bulk reads of 64 MiB, 1 GiB and 8 GiB; a 2 GiB and
@@ -26,9 +30,9 @@
 #              MATRIX_ARGS adds arguments (e.g. --scale 1/8 for a smoke test).
 # BENCH_SIZE, BENCH_BATCH, BENCH_CACHE, BULK_SIZES and GRAPH_NODES shrink it
 # for a smoke test elsewhere. A step skipped for want of time is a failure.
-study_summary="Python package: gather benchmark (gather.json), bulk reads (bulk.json), GraphSAGE (pytest on the GPU: scripts/gpu.sh engine tests)"
-study_steps="gather bulk graphsage matrix"
-study_budget=250
+study_summary="Python package: gather benchmark (gather.json), bulk reads (bulk.json), the CPU target (cpu_target.json), GraphSAGE (pytest on the GPU: scripts/gpu.sh engine tests)"
+study_steps="gather bulk graphsage cpu matrix"
+study_budget=320
 tail_lines=25
 skip_fails=1
 
@@ -68,6 +72,12 @@ study_python() {
     timed graphsage 70 "$py" "$root/apps/graphsage/train.py" --nodes "$nodes" --dim 128 --epochs 2 \
       --batches 30 --test-nodes 10000 --threads 8 --dir /tmp
     rm -f "/tmp/graphsage-${nodes}x128.f32"
+  fi
+  if want cpu; then
+    WARPSTORE_BENCH_COMMAND="source .deps/unpack-deps.sh; scripts/gpu.sh python cpu" \
+      timed cpu-target 60 "$py" "$root/bench/python_cpu_target.py" --calls 100 \
+      --json "$root/bench/results/cpu_target.json"
+    cp "$root/bench/results/cpu_target.json" "$out/" 2>/dev/null
   fi
   if [[ $steps == *" matrix "* ]]; then  # not part of `all`
     local mb=$(($(left) - 70))
