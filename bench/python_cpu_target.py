@@ -106,8 +106,9 @@ def main():
                         f"cpu_target.{batch}.{ctl}.threads", extra,
                         "threads beside the process's own, after the calls", None, None,
                         wrong == 0, wrong, batch=batch, row_bytes=row, callers=args.callers))
-            print(f"{batch} rows of {row} B: " + ", ".join(f"{k} {v:.0f} us" for k, v in res.items())
-                  + f"; threads beside the process's: {threads_now() - base_threads}", flush=True)
+            times = ", ".join(f"{k} {v:.0f} us" for k, v in res.items())
+            print(f"{batch} rows of {row} B: {times}; threads beside the process's: "
+                  f"{threads_now() - base_threads}", flush=True)
             for k, v in res.items():
                 if k == "memmap":
                     continue

@@ -1,6 +1,6 @@
 """Which compiled target serves arrays: the CUDA one where a GPU is visible,
-the CPU one (std::thread lanes, host memory) otherwise. WARPSTORE_BACKEND
-(auto | cpu | cuda) overrides the choice."""
+the CPU one (lanes of a process-wide thread pool, host memory) otherwise.
+WARPSTORE_BACKEND (auto | cpu | cuda) overrides the choice."""
 import importlib
 import os
 
