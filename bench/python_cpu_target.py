@@ -18,13 +18,12 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 
 import numpy as np
 
 import warpstore
-from warpstore._tools import result, write_results
+from warpstore._tools import result, timed_threads, write_results
 
 
 def cpu_name():
@@ -88,13 +87,7 @@ def main():
                             j = (c + k) % len(idxs)
                             if not np.array_equal(a.gather(idxs[j]), wants[j]):
                                 errs.append(j)
-                    ts = [threading.Thread(target=caller, args=(c,)) for c in range(args.callers)]
-                    t0 = time.perf_counter()
-                    for t in ts:
-                        t.start()
-                    for t in ts:
-                        t.join()
-                    wall = time.perf_counter() - t0
+                    wall = timed_threads(caller, args.callers)
                     res[f"{ctl}.{args.callers}_callers"] = (
                         wall / (args.callers * (args.calls // 4)) * 1e6)
                     extra = threads_now() - base_threads

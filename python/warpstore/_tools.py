@@ -149,6 +149,20 @@ def import_kvikio(threads=None):
     return kvikio, f"kvikio {version}, {got} threads, compat_mode {compat}"
 
 
+def timed_threads(target, count):
+    """Runs target(0) .. target(count - 1) on threads of their own, all at
+    once; returns the seconds from the first start to the last join."""
+    import threading
+
+    threads = [threading.Thread(target=target, args=(c,)) for c in range(count)]
+    t0 = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - t0
+
+
 def write_results(path, study, device, command, results):
     """Writes bench/results/<study>.json in the docs/RESULTS.md format."""
     doc = {
