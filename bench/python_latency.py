@@ -14,7 +14,11 @@ one launch and one synchronisation. This times, per call and per row size:
   threads_pinned  torch.index_select from the mapped file into pinned
                 memory, then a non-blocking copy (the best CPU path)
 
-every call synchronised, each result checked against the file.
+every call synchronised, each result checked against the file. Rows
+`.after_cpu_work` time defaults, index_select and threads_pinned again, each
+call right after torch CPU work on every intra-op thread, as in the regime
+map's process (where 1 K calls took about twice as long as alone);
+--profile prints where 50 such gathers spend their host time.
 
 With --misses it also times gathers that miss (the regime map's `ws10`
 cells): a cycle of distinct batches through a cache a tenth of their lines,
@@ -24,7 +28,8 @@ the GPU time between two events around the call, and the cache's counters
 (misses, evictions, retries and reads around the cache per call), beside a UVA kernel reading the
 same rows from a pinned copy (no cache).
 
-    python bench/python_latency.py [--rows 1024] [--calls 300] [--misses] [--json F]
+    python bench/python_latency.py [--rows 1024] [--calls 300] [--misses] [--profile [TRACE]]
+                                   [--json F]
 """
 import argparse
 import json
@@ -40,16 +45,54 @@ import torch
 import warpstore
 
 
-def timed(fn, calls):
+def timed(fn, calls, before=None):
+    """Median microseconds of fn() and a synchronisation; before() (not
+    timed) runs ahead of each call."""
     fn()
     torch.cuda.synchronize()
     t = []
     for _ in range(calls):
+        if before is not None:
+            before()
         t0 = time.perf_counter()
         fn()
         torch.cuda.synchronize()
         t.append(time.perf_counter() - t0)
     return statistics.median(t) * 1e6
+
+
+_CPU_A = None
+
+
+def cpu_work():
+    """What the regime map does between two timed gathers: torch CPU work
+    on every intra-op thread (there, checking the last batch), whose pool
+    then spins a while. Each method's `.after_cpu_work` row is timed right
+    after it: in the map's process the same 1 K gathers took about twice
+    as long as alone (BENCHMARKS, Regimes)."""
+    global _CPU_A
+    if _CPU_A is None:
+        _CPU_A = torch.randn(384, 384)
+    torch.mm(_CPU_A, _CPU_A)
+
+
+def profile_gather(a, idx, calls, out_path):
+    """The host side of `calls` default gathers under the PyTorch profiler
+    (CUDA runtime calls included, through CUPTI): where a call's time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    for _ in range(10):
+        a.gather(idx)
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            cpu_work()
+            a.gather(idx)
+            torch.cuda.synchronize()
+    table = prof.key_averages().table(sort_by="cpu_time_total", row_limit=25)
+    print(table, flush=True)
+    if out_path:
+        prof.export_chrome_trace(out_path)
 
 
 def main():
@@ -58,6 +101,9 @@ def main():
     p.add_argument("--calls", type=int, default=300)
     p.add_argument("--file-bytes", type=int, default=256 << 20)
     p.add_argument("--misses", action="store_true")
+    p.add_argument("--profile", metavar="TRACE", nargs="?", const="",
+                   help="also profile 50 default gathers of 128 B rows after CPU work (a table; "
+                        "a Chrome trace to TRACE if given)")
     p.add_argument("--json")
     args = p.parse_args()
     dev = torch.device("cuda")
@@ -110,6 +156,25 @@ def main():
             torch.cuda.synchronize()
             assert torch.equal(dst, want)
             res["threads_pinned"] = timed(cpu_path, args.calls)
+            # The same calls, each right after torch CPU work (the map's process).
+            with warpstore.open(path, "uint8", (n, row), cache="64MiB") as a:
+                assert torch.equal(a.gather(idx), want)
+                res["defaults.after_cpu_work"] = timed(lambda: a.gather(idx), args.calls,
+                                                       cpu_work)
+                raw_out = torch.zeros((args.rows, row), dtype=torch.uint8, device=dev)
+                raw_s = torch.cuda.current_stream().cuda_stream
+
+                def raw():
+                    a._impl.gather_raw(idx.data_ptr(), 8, args.rows, dev.index or 0,
+                                       raw_out.data_ptr(), raw_out.numel(), raw_s)
+                raw()
+                assert torch.equal(raw_out, want)
+                res["extension_raw.after_cpu_work"] = timed(raw, args.calls, cpu_work)
+                if args.profile is not None and row == 128:
+                    profile_gather(a, idx, 50, args.profile)
+            res["index_select.after_cpu_work"] = timed(lambda: gpu.index_select(0, idx),
+                                                       args.calls, cpu_work)
+            res["threads_pinned.after_cpu_work"] = timed(cpu_path, args.calls, cpu_work)
             print(f"{row:5d} B rows, {args.rows} a call (auto picked {picked}): " +
                   ", ".join(f"{k} {v:.0f} us" for k, v in res.items()), flush=True)
             for k, v in res.items():
