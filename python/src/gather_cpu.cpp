@@ -125,9 +125,10 @@ struct canceller {
 // process keeps its threads bounded however many of theirs call, and makes
 // none per call. Threads start as concurrent gathers need them, up to
 // lane_cap() in all, sleep on a condition variable while no job wants
-// helpers, and leave after idle_exit without one. Never destroyed: at exit its threads may still be asleep in it,
-// and a forked child must not touch its parent's (the threads did not come
-// along, the mutex may be held for ever), so the child starts its own.
+// helpers, and leave after idle_exit without one. Never destroyed: at exit
+// its threads may still be asleep in it, and a forked child must not touch
+// its parent's (the threads did not come along, the mutex may be held for
+// ever), so the child starts its own.
 class lane_pool {
  public:
   static lane_pool& get() {
@@ -264,7 +265,8 @@ void gather_typed(const erased_array& ea, const I* idx, std::uint64_t n, W* out,
       lane_count(n, std::string_view(ea.base().shared_controller()->name()) != "memory");
   if (row_words == 1)
     run_lanes(
-        n, lanes, [&](std::uint64_t k) { gather_element(a, idx, out, k, &rec.first_bad, &rec.cancel); },
+        n, lanes,
+        [&](std::uint64_t k) { gather_element(a, idx, out, k, &rec.first_bad, &rec.cancel); },
         rec.cancel, poll);
   else
     run_lanes(
