@@ -141,6 +141,17 @@ def main():
                                                        dev.index or 0, out.data_ptr(),
                                                        out.numel(), s), args.calls)
                         res["prep"] = timed(lambda: a._torch_call(idx), args.calls)
+                        # The same calls, each right after torch CPU work (the map's
+                        # process).
+                        res["defaults.after_cpu_work"] = timed(lambda: a.gather(idx),
+                                                               args.calls, cpu_work)
+                        res["extension_raw.after_cpu_work"] = timed(
+                            lambda: a._impl.gather_raw(idx.data_ptr(), 8, args.rows,
+                                                       dev.index or 0, out.data_ptr(),
+                                                       out.numel(), s), args.calls, cpu_work)
+                        assert torch.equal(out, want)
+                        if args.profile is not None and row == 128:
+                            profile_gather(a, idx, 50, args.profile)
             gpu = torch.from_numpy(ref).to(dev)
             assert torch.equal(gpu.index_select(0, idx), want)
             res["index_select"] = timed(lambda: gpu.index_select(0, idx), args.calls)
@@ -156,22 +167,6 @@ def main():
             torch.cuda.synchronize()
             assert torch.equal(dst, want)
             res["threads_pinned"] = timed(cpu_path, args.calls)
-            # The same calls, each right after torch CPU work (the map's process).
-            with warpstore.open(path, "uint8", (n, row), cache="64MiB") as a:
-                assert torch.equal(a.gather(idx), want)
-                res["defaults.after_cpu_work"] = timed(lambda: a.gather(idx), args.calls,
-                                                       cpu_work)
-                raw_out = torch.zeros((args.rows, row), dtype=torch.uint8, device=dev)
-                raw_s = torch.cuda.current_stream().cuda_stream
-
-                def raw():
-                    a._impl.gather_raw(idx.data_ptr(), 8, args.rows, dev.index or 0,
-                                       raw_out.data_ptr(), raw_out.numel(), raw_s)
-                raw()
-                assert torch.equal(raw_out, want)
-                res["extension_raw.after_cpu_work"] = timed(raw, args.calls, cpu_work)
-                if args.profile is not None and row == 128:
-                    profile_gather(a, idx, 50, args.profile)
             res["index_select.after_cpu_work"] = timed(lambda: gpu.index_select(0, idx),
                                                        args.calls, cpu_work)
             res["threads_pinned.after_cpu_work"] = timed(cpu_path, args.calls, cpu_work)
