@@ -25,6 +25,25 @@ def _whole(index):
     return index is None or (isinstance(index, slice) and index == slice(None))
 
 
+def _settle(pending):
+    """Waits for gathers whose batch is dropped (their errors with it)."""
+    for p in pending:
+        try:
+            p.wait()
+        except Exception:  # noqa: BLE001
+            pass
+
+
+class _Made:
+    """A batch made on the caller's thread, shaped like a finished future."""
+
+    def __init__(self, make):
+        self._value = make()
+
+    def result(self):
+        return self._value
+
+
 class WarpstoreFeatureStore(FeatureStore):
     """Feature tensors by (group_name, attr_name): warpstore arrays, read row
     by row through their cache, or small in-memory tensors (labels, masks).
@@ -37,9 +56,11 @@ class WarpstoreFeatureStore(FeatureStore):
     of the next batch while this one trains: the gathers of warpstore
     arrays run asynchronously on a stream of their own.
 
-    fetch_seconds adds up the time spent fetching on the caller's thread;
+    fetch_seconds adds up the time spent fetching on the thread that makes
+    the batches;
     exposed_fetch_seconds the time fetch_ahead waited for rows that were
-    not in yet: the fetch time a training step sees.
+    not in yet: the fetch time a training step sees; exposed_make_seconds
+    the time it waited for a batch still being sampled and collated.
 
     fetch_priority: whether fetch_ahead's gathers run on a CUDA stream of the
     highest priority, so that their blocks get the next free
@@ -56,10 +77,12 @@ class WarpstoreFeatureStore(FeatureStore):
         self.device = torch.device(device) if device is not None else None
         self.fetch_seconds = 0.0
         self.exposed_fetch_seconds = 0.0
+        self.exposed_make_seconds = 0.0  # fetch_ahead's waits for a batch not yet made
         self.launch_seconds = 0.0  # of fetch_seconds, inside gather_async calls (fetch_ahead)
         self._ahead = False   # inside fetch_ahead: warpstore gathers start, nobody waits
         self._pending = []    # the gathers started for the batch being collated
         self._stream = None   # the stream they run on
+        self._sample_stream = None  # fetch_ahead's stream for making batches (its thread)
 
     @staticmethod
     def _key(attr):
@@ -123,57 +146,109 @@ class WarpstoreFeatureStore(FeatureStore):
         self.fetch_seconds += time.perf_counter() - t0
         return pending.tensor
 
-    def fetch_ahead(self, loader, depth=1):
+    def fetch_ahead(self, loader, depth=1, thread=True):
         """Yields the batches of `loader` (a NeighborLoader over this store)
-        with the features of the next `depth` batches already on their way:
-        batch k+1 is sampled and its rows start arriving before batch k is
-        handed out, so they come in while k trains. Each batch's gathers are
-        waited for (and their errors raised) before it is handed out; the
-        wait adds to exposed_fetch_seconds. Without a GPU, or for sources
-        without gather_async (tensors), rows are fetched as the batch is made.
+        with the next `depth` batches already on their way: sampled,
+        collated, and their features' gathers started, so that they come in
+        while this one trains. Each batch's gathers are waited for (and their
+        errors raised) before it is handed out; the wait adds to
+        exposed_fetch_seconds. Without a GPU, or for sources without
+        gather_async (tensors), rows are fetched as the batch is made.
+
+        thread: make the batches ahead on a thread of the store's own (on a
+        GPU, with a CUDA stream of its own), so that batch k+1's sampling
+        and collation, host work and small kernels that wait on each other,
+        run while batch k trains. False: on the caller's thread, between
+        batches. Either way the batches, their order and the random draws
+        are the same: one thread at a time samples, in order.
         """
         if depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}")
-        ahead = collections.deque()
         it = iter(loader)
+        cuda = self._cuda()
+        side = None
+        if thread and cuda:
+            if self._sample_stream is None:
+                self._sample_stream = torch.cuda.Stream(self.device)
+            side = self._sample_stream
+            # What the caller queued before the loop (labels, the graph) is
+            # there before the first batch is made.
+            side.wait_stream(torch.cuda.current_stream(self.device))
 
-        def pull():
+        def make():
+            """The next batch, its gathers in flight, and the event after
+            its work on the side stream; None past the end."""
             self._pending = []
             try:
-                batch = next(it)
+                if side is None:
+                    batch, event = next(it), None
+                else:
+                    with torch.cuda.device(self.device), torch.cuda.stream(side):
+                        batch = next(it)
+                        event = torch.cuda.Event()
+                        event.record(side)
             except StopIteration:
-                return False
+                return None
+            except BaseException:
+                _settle(self._pending)
+                raise
             finally:
                 pending, self._pending = self._pending, []
-            ahead.append((batch, pending))
-            return True
+            return batch, pending, event
 
+        pool = None
+        if thread:
+            import concurrent.futures
+
+            pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="warpstore-ahead")
+            start = lambda: pool.submit(make)  # noqa: E731
+        else:
+            start = lambda: _Made(make)  # noqa: E731
         self._ahead = True
+        ahead = collections.deque()
         try:
             for _ in range(depth):
-                if not pull():
-                    break
+                ahead.append(start())
             while ahead:
-                batch, pending = ahead.popleft()
+                t0 = time.perf_counter()
+                made = ahead[0].result()  # left in `ahead` if this is interrupted
+                ahead.popleft()
+                self.exposed_make_seconds += time.perf_counter() - t0
+                if made is None:
+                    break
+                batch, pending, event = made
+                ahead.append(start())  # batch k+1 is made while k trains
                 t0 = time.perf_counter()
                 for p in pending:
                     p.wait()
                 self.exposed_fetch_seconds += time.perf_counter() - t0
-                if pending:
+                if cuda:
                     current = torch.cuda.current_stream(self.device)
+                    if event is not None:
+                        # Made on the side stream, used on the caller's.
+                        current.wait_event(event)
+                        for store in batch.stores:
+                            for v in store.values():
+                                if isinstance(v, torch.Tensor) and v.is_cuda:
+                                    v.record_stream(current)
                     for p in pending:  # made on the store's stream, used on the caller's
                         if p.tensor.is_cuda:
                             p.tensor.record_stream(current)
-                pull()
                 yield batch
         finally:
+            # A loop left early: nothing stays in flight, no thread stays.
+            for f in ahead:
+                try:
+                    made = f.result()
+                except Exception:  # noqa: BLE001 (the batch is dropped with its error)
+                    continue
+                if made is not None:
+                    _settle(made[1])
+            if pool is not None:
+                pool.shutdown(wait=True)
+            if side is not None:  # the sampler's state is the caller's again
+                torch.cuda.current_stream(self.device).wait_stream(side)
             self._ahead = False
-            for _, pending in ahead:  # a loop left early: nothing stays in flight
-                for p in pending:
-                    try:
-                        p.wait()
-                    except Exception:  # noqa: BLE001 (the batch is dropped with its error)
-                        pass
 
     def _remove_tensor(self, attr):
         return self._store.pop(self._key(attr), None) is not None
@@ -240,6 +315,11 @@ class TorchNeighborSampler(NeighborSampler):
         self.device = self._fitting_device(device)
         self._graph = None
         self._local = None
+        # Draws from a generator of its own, seeded here from torch's: the
+        # samples do not depend on which thread samples (fetch_ahead's) nor
+        # on other draws (dropout) between batches.
+        self._seed = int(torch.randint(0, 2**62, (1,)))
+        self._generator = None
 
     def _fitting_device(self, device):
         device = torch.device(device) if device is not None else torch.device("cpu")
@@ -265,6 +345,7 @@ class TorchNeighborSampler(NeighborSampler):
         if self._graph is None:
             self._graph = (self.colptr.to(dev, torch.int64), self.row.to(dev, torch.int64))
             self._local = torch.full((self.colptr.numel() - 1,), -1, dtype=torch.int64, device=dev)
+            self._generator = torch.Generator(dev).manual_seed(self._seed)
             if isinstance(getattr(self, "perm", None), torch.Tensor):
                 self.perm = self.perm.to(dev)  # edge ids map back on the sampler's device
         colptr, row = self._graph
@@ -283,10 +364,16 @@ class TorchNeighborSampler(NeighborSampler):
                                             output_size=total)
             first = torch.repeat_interleave(torch.cumsum(take, 0) - take, take, output_size=total)
             position = torch.arange(total, device=dev) - first
-            draw = (torch.rand(total, device=dev) * deg[owner]).to(torch.int64)
+            draw = (torch.rand(total, device=dev, generator=self._generator) *
+                    deg[owner]).to(torch.int64)
             e = start[owner] + torch.where(deg[owner] == take[owner], position, draw)
             nbr = row[e]
-            new = torch.unique(nbr[local[nbr] < 0])
+            # The nodes not seen yet, once each, in order: one unique over
+            # every neighbor, those seen replaced by `none` (appended once, so
+            # it is always the last), waits for the GPU once where a mask
+            # and a unique waited twice.
+            none = local.new_full((1,), local.numel())
+            new = torch.unique(torch.cat([torch.where(local[nbr] < 0, nbr, none), none]))[:-1]
             local[new] = torch.arange(count, count + new.numel(), device=dev)
             count += new.numel()
             rows.append(local[nbr])
