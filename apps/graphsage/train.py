@@ -104,11 +104,14 @@ def generate(args, path):
     size = n * d * 4
     if not (os.path.exists(path) and os.path.getsize(path) == size and args.reuse):
         bar = Progress(n, f"writing features {path} ({human_bytes(size)})")
+        # The noise from a generator of its own: the graph below is the same
+        # whether the file is written or reused (--reuse).
+        noise = torch.Generator().manual_seed(args.seed + 1)
         with open(path, "wb") as f:
             step = 1 << 16
             for s in range(0, n, step):
                 e = min(n, s + step)
-                x = centroids[y[s:e]] + torch.randn(e - s, d, generator=g)
+                x = centroids[y[s:e]] + torch.randn(e - s, d, generator=noise)
                 x.numpy().tofile(f)
                 bar.update(e - s)
         bar.close()
@@ -216,14 +219,12 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
                 features.remap()
             drop_pages(args.path)
         fs.fetch_seconds = fs.exposed_fetch_seconds = fs.launch_seconds = 0.0
-        fs.exposed_make_seconds = 0.0
         sampler.sample_seconds = 0.0
         sync()
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.perf_counter()
         batches, loss_sum, rows = 0, 0.0, 0
-        ahead = args.make_ahead == "thread"
-        for batch in (fs.fetch_ahead(loader, thread=ahead) if args.fetch_ahead else loader):
+        for batch in (fs.fetch_ahead(loader) if args.fetch_ahead else loader):
             opt.zero_grad()
             out = model(batch.x, batch.edge_index.to(device))[: batch.batch_size]
             loss = F.cross_entropy(out, batch.y[: batch.batch_size].to(device))
@@ -251,8 +252,7 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
               f"loss {loss_sum / max(batches, 1):.4f}, exposed feature fetch {exposed:.3f} s "
               f"({100 * share:.1f} % of the epoch; waits {fs.exposed_fetch_seconds:.3f} s, "
               f"in gather_async {fs.launch_seconds:.3f} s), "
-              f"sampling {sampler.sample_seconds:.2f} s on {sampler.device.type} "
-              f"(waited for batches being made {fs.exposed_make_seconds:.3f} s), "
+              f"sampling {sampler.sample_seconds:.2f} s on {sampler.device.type}, "
               f"process CPU {cpu:.2f} s", flush=True)
     model.eval()
     if trace is not None:
@@ -262,8 +262,7 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
     correct = 0
     bad_rows = checked = 0
     with torch.no_grad():
-        for batch in (fs.fetch_ahead(test_loader, thread=args.make_ahead == "thread")
-                      if args.fetch_ahead else test_loader):
+        for batch in (fs.fetch_ahead(test_loader) if args.fetch_ahead else test_loader):
             out = model(batch.x, batch.edge_index.to(device))[: batch.batch_size]
             correct += int((out.argmax(-1).cpu() == batch.y[: batch.batch_size].cpu()).sum())
             # Every row the source fetched, against the file's bytes.
@@ -307,7 +306,7 @@ def write_json(args, report, cache, ranks):
               "threads": args.threads or warpstore.settings.threads(), "direct": args.direct,
               "controller": args.controller,
               "controller_picked": getattr(args, "controller_picked", None), "sampler": args.sampler,
-              "fetch_ahead": args.fetch_ahead, "make_ahead": args.make_ahead,
+              "fetch_ahead": args.fetch_ahead,
               "warpstore_fetch_share": round(epochs[-1][1], 4), "warpstore_accuracy": round(acc, 4),
               "cold": args.cold, "rows_fetched": epochs[-1][2],
               "fetch_rows_per_s": round(epochs[-1][2] / max(epochs[-1][3], 1e-9)),
@@ -356,9 +355,6 @@ def main(argv=None):
                    help="where neighbors are sampled (gpu: where the graph fits there)")
     p.add_argument("--fetch-ahead", default="on", choices=["on", "off"],
                    help="fetch the next batch's features while this one trains")
-    p.add_argument("--make-ahead", default="thread", choices=["thread", "inline"],
-                   help="with --fetch-ahead: make the next batch (sample, collate, start its "
-                        "fetch) on a thread of its own while this one trains, or between batches")
     p.add_argument("--cold", action="store_true",
                    help="drop the feature file's pages (and warpstore's cache) before every epoch")
     p.add_argument("--epochs", type=int, default=2)

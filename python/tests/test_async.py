@@ -70,55 +70,6 @@ def test_fetch_ahead_on_the_cpu_yields_every_batch(rows):
     fs.close()
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
-def test_fetch_ahead_makes_the_same_batches_on_its_thread_or_inline(rows, device):
-    """A thread making batches ahead (the default) hands out what the
-    caller's thread would have made: the same batches in the same order (the
-    sampler's draws included), every row the file's; a loop left early
-    leaves no thread behind."""
-    pytest.importorskip("torch_geometric")
-    import threading
-
-    from torch_geometric.loader import NeighborLoader
-    from warpstore.feature_store import InMemoryGraphStore, WarpstoreFeatureStore, neighbor_sampler
-
-    path, data = rows
-    n = len(data)
-    g = torch.Generator().manual_seed(4)
-    edge_index = torch.randint(0, n, (2, 90000), generator=g)
-    dev = torch.device(device)
-    got = {}
-    for thread in (True, False):
-        fs, gs = WarpstoreFeatureStore(device=dev if device == "cuda" else None), \
-            InMemoryGraphStore()
-        fs.put_tensor(warpstore.open(path, "float32", (-1, 64), **SMALL), group_name=None,
-                      attr_name="x", index=None)
-        fs.put_tensor((torch.arange(n) % 7).to(dev), group_name=None, attr_name="y", index=None)
-        gs.put_edge_index(edge_index, edge_type=None, layout="coo", size=(n, n))
-        torch.manual_seed(11)  # the sampler's seed and the loader's shuffle
-        sampler = neighbor_sampler((fs, gs), [5, 3], device=dev if device == "cuda" else None)
-        loader = NeighborLoader((fs, gs), num_neighbors=[5, 3], input_nodes=torch.arange(4000),
-                                batch_size=300, shuffle=True, neighbor_sampler=sampler)
-        ids = []
-        for batch in fs.fetch_ahead(loader, depth=2, thread=thread):
-            # Work queued on the caller's stream sees the batch whole.
-            x = (batch.x * 1).cpu().numpy()
-            np.testing.assert_array_equal(x, data[batch.n_id.cpu().numpy()])
-            assert torch.equal(batch.y.cpu(), batch.n_id.cpu() % 7)
-            ids.append(batch.n_id.cpu())
-        assert fs.exposed_make_seconds > 0
-        # Left early: the batches ahead are waited for, the thread is gone.
-        for k, batch in enumerate(fs.fetch_ahead(loader, depth=2, thread=thread)):
-            if k == 1:
-                break
-        assert not [t for t in threading.enumerate() if t.name.startswith("warpstore-ahead")]
-        got[thread] = ids
-        fs.close()
-    assert len(got[True]) == len(got[False]) == 14
-    for a, b in zip(got[True], got[False]):
-        assert torch.equal(a, b)
-
-
 @cuda
 def test_gather_async_rows_arrive_in_stream_order(rows):
     path, data = rows

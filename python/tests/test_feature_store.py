@@ -58,3 +58,45 @@ def test_neighbor_loader_batches_hold_the_files_rows(features):
         assert all((a, b) in edges for a, b in zip(s.tolist()[:200], d.tolist()[:200]))
     assert batches == 4
     fs.close()
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param(
+    "cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"))])
+def test_sampler_draws_depend_on_the_seed_alone(features, device):
+    """The plain-PyTorch sampler draws from a generator of its own, seeded
+    from torch's when it is made: other draws between batches (dropout, a
+    user's) leave its batches as they were, and every batch has each node
+    once, the seeds first."""
+    import torch_geometric.typing as pyg
+
+    if device == "cpu" and (pyg.WITH_PYG_LIB or pyg.WITH_TORCH_SPARSE):
+        pytest.skip("PyG's own sampler serves on the CPU here")
+    path, data = features
+    n = len(data)
+    g = torch.Generator().manual_seed(2)
+    edge_index = torch.randint(0, n, (2, 200000), generator=g)  # degrees above the fanout
+    runs = []
+    for other_draws in (False, True):
+        fs, gs = WarpstoreFeatureStore(), InMemoryGraphStore()
+        fs.put_tensor(torch.arange(n) % 7, group_name=None, attr_name="y", index=None)
+        gs.put_edge_index(edge_index, edge_type=None, layout="coo", size=(n, n))
+        torch.manual_seed(3)
+        sampler = neighbor_sampler((fs, gs), [6, 4], device=device)
+        if sampler.device.type != device:
+            pytest.skip(f"the graph does not fit on {device}")
+        loader = NeighborLoader((fs, gs), num_neighbors=[6, 4], input_nodes=torch.arange(3000),
+                                batch_size=1000, neighbor_sampler=sampler)
+        ids = []
+        for batch in loader:
+            n_id = batch.n_id.cpu()
+            assert n_id.unique().numel() == n_id.numel()
+            assert torch.equal(n_id[:batch.batch_size], torch.arange(1000) + 1000 * len(ids))
+            ids.append(n_id)
+            if other_draws:
+                torch.rand(100)
+                if device == "cuda":
+                    torch.rand(100, device="cuda")
+        runs.append(ids)
+    assert len(runs[0]) == 3
+    for a, b in zip(*runs):
+        assert torch.equal(a, b)

@@ -25,25 +25,6 @@ def _whole(index):
     return index is None or (isinstance(index, slice) and index == slice(None))
 
 
-def _settle(pending):
-    """Waits for gathers whose batch is dropped (their errors with it)."""
-    for p in pending:
-        try:
-            p.wait()
-        except Exception:  # noqa: BLE001
-            pass
-
-
-class _Made:
-    """A batch made on the caller's thread, shaped like a finished future."""
-
-    def __init__(self, make):
-        self._value = make()
-
-    def result(self):
-        return self._value
-
-
 class WarpstoreFeatureStore(FeatureStore):
     """Feature tensors by (group_name, attr_name): warpstore arrays, read row
     by row through their cache, or small in-memory tensors (labels, masks).
@@ -56,11 +37,9 @@ class WarpstoreFeatureStore(FeatureStore):
     of the next batch while this one trains: the gathers of warpstore
     arrays run asynchronously on a stream of their own.
 
-    fetch_seconds adds up the time spent fetching on the thread that makes
-    the batches;
+    fetch_seconds adds up the time spent fetching on the caller's thread;
     exposed_fetch_seconds the time fetch_ahead waited for rows that were
-    not in yet: the fetch time a training step sees; exposed_make_seconds
-    the time it waited for a batch still being sampled and collated.
+    not in yet: the fetch time a training step sees.
 
     fetch_priority: whether fetch_ahead's gathers run on a CUDA stream of the
     highest priority, so that their blocks get the next free
@@ -77,12 +56,10 @@ class WarpstoreFeatureStore(FeatureStore):
         self.device = torch.device(device) if device is not None else None
         self.fetch_seconds = 0.0
         self.exposed_fetch_seconds = 0.0
-        self.exposed_make_seconds = 0.0  # fetch_ahead's waits for a batch not yet made
         self.launch_seconds = 0.0  # of fetch_seconds, inside gather_async calls (fetch_ahead)
         self._ahead = False   # inside fetch_ahead: warpstore gathers start, nobody waits
         self._pending = []    # the gathers started for the batch being collated
         self._stream = None   # the stream they run on
-        self._sample_stream = None  # fetch_ahead's stream for making batches (its thread)
 
     @staticmethod
     def _key(attr):
@@ -146,109 +123,57 @@ class WarpstoreFeatureStore(FeatureStore):
         self.fetch_seconds += time.perf_counter() - t0
         return pending.tensor
 
-    def fetch_ahead(self, loader, depth=1, thread=True):
+    def fetch_ahead(self, loader, depth=1):
         """Yields the batches of `loader` (a NeighborLoader over this store)
-        with the next `depth` batches already on their way: sampled,
-        collated, and their features' gathers started, so that they come in
-        while this one trains. Each batch's gathers are waited for (and their
-        errors raised) before it is handed out; the wait adds to
-        exposed_fetch_seconds. Without a GPU, or for sources without
-        gather_async (tensors), rows are fetched as the batch is made.
-
-        thread: make the batches ahead on a thread of the store's own (on a
-        GPU, with a CUDA stream of its own), so that batch k+1's sampling
-        and collation, host work and small kernels that wait on each other,
-        run while batch k trains. False: on the caller's thread, between
-        batches. Either way the batches, their order and the random draws
-        are the same: one thread at a time samples, in order.
+        with the features of the next `depth` batches already on their way:
+        batch k+1 is sampled and its rows start arriving before batch k is
+        handed out, so they come in while k trains. Each batch's gathers are
+        waited for (and their errors raised) before it is handed out; the
+        wait adds to exposed_fetch_seconds. Without a GPU, or for sources
+        without gather_async (tensors), rows are fetched as the batch is made.
         """
         if depth < 1:
             raise ValueError(f"depth must be at least 1, got {depth}")
+        ahead = collections.deque()
         it = iter(loader)
-        cuda = self._cuda()
-        side = None
-        if thread and cuda:
-            if self._sample_stream is None:
-                self._sample_stream = torch.cuda.Stream(self.device)
-            side = self._sample_stream
-            # What the caller queued before the loop (labels, the graph) is
-            # there before the first batch is made.
-            side.wait_stream(torch.cuda.current_stream(self.device))
 
-        def make():
-            """The next batch, its gathers in flight, and the event after
-            its work on the side stream; None past the end."""
+        def pull():
             self._pending = []
             try:
-                if side is None:
-                    batch, event = next(it), None
-                else:
-                    with torch.cuda.device(self.device), torch.cuda.stream(side):
-                        batch = next(it)
-                        event = torch.cuda.Event()
-                        event.record(side)
+                batch = next(it)
             except StopIteration:
-                return None
-            except BaseException:
-                _settle(self._pending)
-                raise
+                return False
             finally:
                 pending, self._pending = self._pending, []
-            return batch, pending, event
+            ahead.append((batch, pending))
+            return True
 
-        pool = None
-        if thread:
-            import concurrent.futures
-
-            pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="warpstore-ahead")
-            start = lambda: pool.submit(make)  # noqa: E731
-        else:
-            start = lambda: _Made(make)  # noqa: E731
         self._ahead = True
-        ahead = collections.deque()
         try:
             for _ in range(depth):
-                ahead.append(start())
-            while ahead:
-                t0 = time.perf_counter()
-                made = ahead[0].result()  # left in `ahead` if this is interrupted
-                ahead.popleft()
-                self.exposed_make_seconds += time.perf_counter() - t0
-                if made is None:
+                if not pull():
                     break
-                batch, pending, event = made
-                ahead.append(start())  # batch k+1 is made while k trains
+            while ahead:
+                batch, pending = ahead.popleft()
                 t0 = time.perf_counter()
                 for p in pending:
                     p.wait()
                 self.exposed_fetch_seconds += time.perf_counter() - t0
-                if cuda:
+                if pending:
                     current = torch.cuda.current_stream(self.device)
-                    if event is not None:
-                        # Made on the side stream, used on the caller's.
-                        current.wait_event(event)
-                        for store in batch.stores:
-                            for v in store.values():
-                                if isinstance(v, torch.Tensor) and v.is_cuda:
-                                    v.record_stream(current)
                     for p in pending:  # made on the store's stream, used on the caller's
                         if p.tensor.is_cuda:
                             p.tensor.record_stream(current)
+                pull()
                 yield batch
         finally:
-            # A loop left early: nothing stays in flight, no thread stays.
-            for f in ahead:
-                try:
-                    made = f.result()
-                except Exception:  # noqa: BLE001 (the batch is dropped with its error)
-                    continue
-                if made is not None:
-                    _settle(made[1])
-            if pool is not None:
-                pool.shutdown(wait=True)
-            if side is not None:  # the sampler's state is the caller's again
-                torch.cuda.current_stream(self.device).wait_stream(side)
             self._ahead = False
+            for _, pending in ahead:  # a loop left early: nothing stays in flight
+                for p in pending:
+                    try:
+                        p.wait()
+                    except Exception:  # noqa: BLE001 (the batch is dropped with its error)
+                        pass
 
     def _remove_tensor(self, attr):
         return self._store.pop(self._key(attr), None) is not None
@@ -316,8 +241,8 @@ class TorchNeighborSampler(NeighborSampler):
         self._graph = None
         self._local = None
         # Draws from a generator of its own, seeded here from torch's: the
-        # samples do not depend on which thread samples (fetch_ahead's) nor
-        # on other draws (dropout) between batches.
+        # samples depend on torch.manual_seed before this, not on other
+        # draws (dropout) between batches nor on the thread that samples.
         self._seed = int(torch.randint(0, 2**62, (1,)))
         self._generator = None
 
