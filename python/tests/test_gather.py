@@ -5,7 +5,9 @@ import numpy as np
 import pytest
 
 import warpstore
-from conftest import SMALL, write
+from conftest import SMALL, cuda_available, write
+
+cuda = pytest.mark.skipif(not cuda_available(), reason="needs a GPU and the CUDA target")
 
 
 def test_rows_match_the_file(features, controller):
@@ -143,6 +145,35 @@ def test_gather_from_addresses_checks_what_it_is_given(features):
         with pytest.raises(ValueError, match="device must be -1"):
             impl.gather_raw(idx.data_ptr(), 8, 3, -2, out.data_ptr(), out.numel() * 4)
         assert impl.gather_raw(0, 8, 0, -1, 0, 0) == -1  # nothing to gather
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=cuda)])
+def test_torch_fast_path_matches_the_general_one(features, device):
+    """1-D contiguous int64/int32 tensors take Array.gather's shortest way;
+    everything else the general one: the same rows, shapes, devices and
+    errors either way."""
+    torch = pytest.importorskip("torch")
+    from warpstore import _array
+
+    path, data = features
+    with warpstore.open(path, torch.float32, (-1, 100), **SMALL) as a:
+        base = torch.tensor([7, 19999, 0, -1, 3, 5, 8, 13], device=device)
+        a.gather(base)  # the first torch gather sets the fast path up
+        assert _array._TORCH_TENSOR[0] is torch.Tensor
+        cases = [base, base.to(torch.int32), base[::2], base.reshape(2, 4), base.to(torch.int16),
+                 base[:0]]
+        for idx in cases:
+            fast = (idx.dim() == 1 and idx.is_contiguous() and
+                    idx.dtype in (torch.int64, torch.int32))
+            assert (a._gather_torch_fast(idx) is not None) == fast
+            got = a.gather(idx)
+            want = torch.from_numpy(data[idx.cpu().numpy().astype(np.int64)])
+            assert got.device == idx.device and got.shape == tuple(idx.shape) + (100,)
+            assert torch.equal(got.cpu(), want)
+        for idx in (torch.tensor([1, 2, 20000], device=device),
+                    torch.tensor([1, -20001, 2], dtype=torch.int32, device=device)):
+            with pytest.raises(IndexError, match=r"\(at position"):
+                a.gather(idx)
 
 
 def test_torch_bfloat16(tmp_path):
