@@ -130,6 +130,73 @@ def generate(args, path):
     return y, torch.stack([src, dst]), train, test
 
 
+def thread_cpu():
+    """CPU seconds of each thread of this process so far, by thread name
+    (Linux /proc; {} elsewhere): {name: seconds}, threads of one name added,
+    the main thread as "main thread"."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    out = {}
+    try:
+        tids = os.listdir("/proc/self/task")
+    except OSError:
+        return out
+    for tid in tids:
+        try:
+            with open(f"/proc/self/task/{tid}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue  # the thread left
+        name = stat[stat.index("(") + 1:stat.rindex(")")]
+        # The main thread apart from its namesakes (torch's intra-op threads).
+        name = "main thread" if tid == str(os.getpid()) else name
+        fields = stat[stat.rindex(")") + 2:].split()
+        out[name] = out.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return out
+
+
+def thread_cpu_since(before):
+    """thread_cpu() less `before`, threads that used under 5 ms left out."""
+    now = thread_cpu()
+    d = {k: round(v - before.get(k, 0.0), 3) for k, v in now.items()}
+    return dict(sorted(((k, v) for k, v in d.items() if v >= 0.005), key=lambda kv: -kv[1]))
+
+
+def profile_epoch(loader, fs, model, opt, device, fetch_ahead, batches_wanted):
+    """One more epoch of the same loop under the PyTorch profiler (CPU and
+    CUDA): the ops that take the host's and the GPU's time, for
+    --profile. Run after the timed epochs, which it does not slow."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    batches = 0
+    with profile(activities=acts) as prof:
+        for batch in (fs.fetch_ahead(loader) if fetch_ahead else loader):
+            opt.zero_grad()
+            out = model(batch.x, batch.edge_index.to(device))[: batch.batch_size]
+            loss = F.cross_entropy(out, batch.y[: batch.batch_size].to(device))
+            loss.backward()
+            opt.step()
+            loss.item()
+            batches += 1
+            if batches == batches_wanted:
+                break
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+    ka = prof.key_averages()
+
+    def top(key, n=12):
+        rows = sorted(ka, key=lambda e: getattr(e, key), reverse=True)[:n]
+        return [{"op": e.key[:90], "calls": e.count,
+                 "cpu_self_ms": round(e.self_cpu_time_total / 1e3, 3),
+                 "cpu_total_ms": round(e.cpu_time_total / 1e3, 3),
+                 "gpu_ms": round(getattr(e, "self_device_time_total", 0) / 1e3, 3)} for e in rows]
+
+    gpu_total = sum(getattr(e, "self_device_time_total", 0) for e in ka) / 1e3
+    return {"batches": batches, "gpu_busy_ms_sum": round(gpu_total, 2),
+            "by_cpu_self": top("self_cpu_time_total"),
+            "by_gpu": top("self_device_time_total") if device.type == "cuda" else []}
+
+
 def drop_pages(path):
     """Evicts the file's pages from the page cache (the next reads go to
     the device), as after a reboot or with a file larger than memory."""
@@ -222,15 +289,19 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
         sampler.sample_seconds = 0.0
         sync()
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
+        threads0 = thread_cpu()
         t0 = time.perf_counter()
         batches, loss_sum, rows = 0, 0.0, 0
+        step_s = 0.0  # the loop body: forward, backward, optimizer, loss.item()
         for batch in (fs.fetch_ahead(loader) if args.fetch_ahead else loader):
+            t_step = time.perf_counter()
             opt.zero_grad()
             out = model(batch.x, batch.edge_index.to(device))[: batch.batch_size]
             loss = F.cross_entropy(out, batch.y[: batch.batch_size].to(device))
             loss.backward()
             opt.step()
             loss_sum += loss.item()
+            step_s += time.perf_counter() - t_step
             batches += 1
             rows += batch.n_id.numel()
             if trace is not None and epoch == args.epochs - 1:
@@ -238,7 +309,9 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
             if batches == per_rank_batches:
                 break
         sync()
-        seconds = ranks.total(time.perf_counter() - t0, op="max")  # the slowest rank's
+        wall = time.perf_counter() - t0
+        threads = thread_cpu_since(threads0)
+        seconds = ranks.total(wall, op="max")  # the slowest rank's
         rows = int(ranks.total(rows))
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
         cpu = (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
@@ -248,12 +321,27 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
         exposed = fs.fetch_seconds + fs.exposed_fetch_seconds
         share = exposed / seconds
         epochs.append((seconds, share, rows, fs.fetch_seconds))
+        # Where this rank's epoch went (--profile): the loop body, and the
+        # rest, the loader's next batch (its sampling, collation, the fetch
+        # calls and the waits for rows not yet in).
+        where = {"epoch_s": round(wall, 4), "step_s": round(step_s, 4),
+                 "loader_s": round(wall - step_s, 4),
+                 "sampling_s": round(sampler.sample_seconds, 4),
+                 "exposed_fetch_s": round(exposed, 4),
+                 "fetch_calls_s": round(fs.fetch_seconds, 4),
+                 "process_cpu_s": round(cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime -
+                                        cpu0.ru_stime, 3),
+                 "thread_cpu_s": threads}
         log(f"  [{source_name}] epoch {epoch}: {seconds:.2f} s, {batches} batches, "
               f"loss {loss_sum / max(batches, 1):.4f}, exposed feature fetch {exposed:.3f} s "
               f"({100 * share:.1f} % of the epoch; waits {fs.exposed_fetch_seconds:.3f} s, "
               f"in gather_async {fs.launch_seconds:.3f} s), "
               f"sampling {sampler.sample_seconds:.2f} s on {sampler.device.type}, "
               f"process CPU {cpu:.2f} s", flush=True)
+    if args.profile and epochs:
+        where["profiled_epoch"] = profile_epoch(loader, fs, model, opt, device,
+                                                args.fetch_ahead, per_rank_batches)
+        args.profile_report[source_name] = where
     model.eval()
     if trace is not None:
         write_trace(args, trace, epochs[-1])
@@ -375,10 +463,14 @@ def main(argv=None):
     p.add_argument("--peer", action="store_true",
                    help="under torchrun: the ranks share their cache lines (PeerArray) instead "
                         "of a private cache each")
+    p.add_argument("--profile", help="where each source's last epoch goes (loop body, loader, "
+                                     "sampling, fetch; CPU time by thread; one more epoch under "
+                                     "the PyTorch profiler) as JSON here")
     p.add_argument("--trace", help="write the last epoch's row ids (rank 0) here, an .npz for "
                                    "bench/scale_sim.py")
     args = p.parse_args(argv)
     args.fetch_ahead = args.fetch_ahead == "on"
+    args.profile_report = {}
     if args.cache_fraction < 4:
         p.error("--cache-fraction must be at least 4 (the feature file is >= 4x the cache)")
     ranks = Ranks()
@@ -443,6 +535,21 @@ def main(argv=None):
     if args.json:
         if ranks.rank == 0:
             write_json(args, report, cache, ranks)
+    if args.profile and ranks.rank == 0:
+        import json
+
+        with open(args.profile, "w") as f:
+            json.dump({"nodes": args.nodes, "dim": args.dim, "batches": args.batches,
+                       "batch_size": args.batch_size, "fanout": args.fanout,
+                       "torch_threads": torch.get_num_threads(),
+                       "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+                       "sources": args.profile_report}, f, indent=1)
+        for source, w in args.profile_report.items():
+            print(f"[{source}] last epoch {w['epoch_s']:.3f} s: loop body {w['step_s']:.3f} s, "
+                  f"loader {w['loader_s']:.3f} s (sampling {w['sampling_s']:.3f}, exposed fetch "
+                  f"{w['exposed_fetch_s']:.3f}); CPU by thread: "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in list(w["thread_cpu_s"].items())[:6]),
+                  flush=True)
     if "warpstore" in report and "gpu" in report:
         diff = abs(report["warpstore"][0] - report["gpu"][0])
         print(f"accuracy difference warpstore vs GPU memory: {diff:.4f} "

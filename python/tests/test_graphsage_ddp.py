@@ -44,3 +44,29 @@ def test_two_ranks_train_one_model(tmp_path, peer):
         <= 0.01
     # One rank's output only (rank 0 speaks for all).
     assert log.count("test accuracy") == 2, log
+
+
+def test_profile_says_where_each_epoch_goes(tmp_path):
+    """--profile: each source's last epoch split into the loop body and the
+    loader (sampling, the exposed fetch within it), the CPU time of each
+    thread, and one more epoch under the PyTorch profiler."""
+    prof = tmp_path / "where.json"
+    env = dict(os.environ, WARPSTORE_BACKEND="cpu", OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join(filter(None, [os.path.join(ROOT, "python"),
+                                                       os.environ.get("PYTHONPATH")])))
+    r = subprocess.run([sys.executable, TRAIN, "--nodes", "20000", "--dim", "32", "--epochs", "2",
+                        "--batches", "4", "--batch-size", "256", "--test-nodes", "500", "--dir",
+                        str(tmp_path), "--sources", "warpstore,memmap", "--threads", "1",
+                        "--profile", str(prof)], env=env, capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    where = json.loads(prof.read_text())["sources"]
+    assert set(where) == {"warpstore", "memmap"}
+    for w in where.values():
+        assert w["step_s"] > 0 and w["loader_s"] > 0
+        assert abs(w["step_s"] + w["loader_s"] - w["epoch_s"]) < 1e-3
+        assert 0 < w["sampling_s"] < w["loader_s"]
+        assert w["thread_cpu_s"]["main thread"] > 0
+        p = w["profiled_epoch"]
+        assert p["batches"] == 4 and p["by_cpu_self"] and p["by_cpu_self"][0]["cpu_self_ms"] > 0
+    assert "[warpstore] last epoch" in r.stdout
