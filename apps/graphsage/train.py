@@ -191,8 +191,8 @@ def profile_epoch(loader, fs, model, opt, device, fetch_ahead, batches_wanted):
                  "cpu_total_ms": round(e.cpu_time_total / 1e3, 3),
                  "gpu_ms": round(getattr(e, "self_device_time_total", 0) / 1e3, 3)} for e in rows]
 
-    gpu_total = sum(getattr(e, "self_device_time_total", 0) for e in ka) / 1e3
-    return {"batches": batches, "gpu_busy_ms_sum": round(gpu_total, 2),
+    launches = sum(e.count for e in ka if e.key == "cudaLaunchKernel")
+    return {"batches": batches, "kernel_launches": launches,
             "by_cpu_self": top("self_cpu_time_total"),
             "by_gpu": top("self_device_time_total") if device.type == "cuda" else []}
 
