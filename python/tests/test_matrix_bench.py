@@ -198,3 +198,33 @@ def test_results_name_the_commit_they_were_given(monkeypatch):
     assert git_commit() == "0123abc"
     monkeypatch.delenv("WARPSTORE_COMMIT")
     assert git_commit() != "0123abc"
+
+
+def test_results_say_when_the_tree_is_not_its_commit(monkeypatch, tmp_path):
+    # Without WARPSTORE_COMMIT: HEAD, marked +dirty where tracked files differ
+    # from it (on the GPU machine, a newer tree over a stale .git).
+    import shutil
+
+    from warpstore._tools import git_commit
+
+    if shutil.which("git") is None:
+        pytest.skip("no git")
+    monkeypatch.delenv("WARPSTORE_COMMIT", raising=False)
+    env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t", GIT_COMMITTER_NAME="t",
+               GIT_COMMITTER_EMAIL="t@t")
+
+    def git(*args):
+        return subprocess.run(["git", "-C", str(tmp_path), *args], env=env, check=True,
+                              capture_output=True, text=True).stdout.strip()
+
+    git("init", "-q")
+    (tmp_path / "a.txt").write_text("one")
+    git("add", "a.txt")
+    git("commit", "-q", "-m", "one")
+    head = git("rev-parse", "--short", "HEAD")
+    assert git_commit(str(tmp_path)) == head
+    (tmp_path / "untracked.txt").write_text("x")  # not part of the tree measured
+    assert git_commit(str(tmp_path)) == head
+    (tmp_path / "a.txt").write_text("two")
+    assert git_commit(str(tmp_path)) == head + "+dirty"
+    assert git_commit(str(tmp_path / "nowhere")) == "unknown"

@@ -106,16 +106,26 @@ def write_features(path, nodes, dim, seed=0, chunk_rows=1 << 16, progress=True):
     return path
 
 
-def git_commit():
+def git_commit(where=None):
     """The commit a results file names: WARPSTORE_COMMIT where set (scripts/gpu.sh
     exports it: a GPU machine's checkout may name an older commit than the tree
-    it runs), else the checkout's HEAD."""
+    it runs), else the HEAD of the checkout holding `where` (default: this
+    package), with "+dirty" where tracked files differ from it (changes not
+    committed, or a copy of a newer tree over a stale .git)."""
     if os.environ.get("WARPSTORE_COMMIT"):
         return os.environ["WARPSTORE_COMMIT"]
-    here = os.path.dirname(os.path.abspath(__file__))
+    here = where or os.path.dirname(os.path.abspath(__file__))
+
+    def git(*args):
+        return subprocess.run(["git", "-C", here, *args], capture_output=True, text=True,
+                              timeout=10)
+
     try:
-        return subprocess.run(["git", "-C", here, "rev-parse", "--short", "HEAD"],
-                              capture_output=True, text=True, timeout=10).stdout.strip() or "unknown"
+        head = git("rev-parse", "--short", "HEAD").stdout.strip()
+        if not head:
+            return "unknown"
+        changed = git("status", "--porcelain", "--untracked-files=no")
+        return head + ("+dirty" if changed.returncode == 0 and changed.stdout.strip() else "")
     except (OSError, subprocess.SubprocessError):
         return "unknown"
 

@@ -59,6 +59,13 @@ steps_init() {
   else
     WARPSTORE_COMMIT=$(git -C "$root" rev-parse HEAD 2>/dev/null || echo unknown)
     commit_from="git rev-parse HEAD (WARPSTORE_COMMIT not set: may be stale)"
+    # Tracked files that differ from HEAD: changes not committed, or (on the
+    # GPU machine) this tree copied over an older .git. The results say so.
+    if [ "$WARPSTORE_COMMIT" != unknown ] &&
+       [ -n "$(git -C "$root" status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+      WARPSTORE_COMMIT=$WARPSTORE_COMMIT+dirty
+      commit_from="$commit_from; the tree differs from it"
+    fi
   fi
   export WARPSTORE_COMMIT
   : >"$out/summary.log"
