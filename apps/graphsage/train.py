@@ -161,6 +161,17 @@ def thread_cpu_since(before):
     return dict(sorted(((k, v) for k, v in d.items() if v >= 0.005), key=lambda kv: -kv[1]))
 
 
+def train_step(model, opt, batch, device):
+    """One step on a batch: forward, backward, the optimizer; the loss (a
+    host synchronisation)."""
+    opt.zero_grad()
+    out = model(batch.x, batch.edge_index.to(device))[: batch.batch_size]
+    loss = F.cross_entropy(out, batch.y[: batch.batch_size].to(device))
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
 def profile_epoch(loader, fs, model, opt, device, fetch_ahead, batches_wanted):
     """One more epoch of the same loop under the PyTorch profiler (CPU and
     CUDA): the ops that take the host's and the GPU's time, for
@@ -171,12 +182,7 @@ def profile_epoch(loader, fs, model, opt, device, fetch_ahead, batches_wanted):
     batches = 0
     with profile(activities=acts) as prof:
         for batch in (fs.fetch_ahead(loader) if fetch_ahead else loader):
-            opt.zero_grad()
-            out = model(batch.x, batch.edge_index.to(device))[: batch.batch_size]
-            loss = F.cross_entropy(out, batch.y[: batch.batch_size].to(device))
-            loss.backward()
-            opt.step()
-            loss.item()
+            train_step(model, opt, batch, device)
             batches += 1
             if batches == batches_wanted:
                 break
@@ -289,18 +295,13 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
         sampler.sample_seconds = 0.0
         sync()
         cpu0 = resource.getrusage(resource.RUSAGE_SELF)
-        threads0 = thread_cpu()
+        threads0 = thread_cpu() if args.profile else None
         t0 = time.perf_counter()
         batches, loss_sum, rows = 0, 0.0, 0
         step_s = 0.0  # the loop body: forward, backward, optimizer, loss.item()
         for batch in (fs.fetch_ahead(loader) if args.fetch_ahead else loader):
             t_step = time.perf_counter()
-            opt.zero_grad()
-            out = model(batch.x, batch.edge_index.to(device))[: batch.batch_size]
-            loss = F.cross_entropy(out, batch.y[: batch.batch_size].to(device))
-            loss.backward()
-            opt.step()
-            loss_sum += loss.item()
+            loss_sum += train_step(model, opt, batch, device)
             step_s += time.perf_counter() - t_step
             batches += 1
             rows += batch.n_id.numel()
@@ -310,7 +311,7 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
                 break
         sync()
         wall = time.perf_counter() - t0
-        threads = thread_cpu_since(threads0)
+        threads = thread_cpu_since(threads0) if args.profile else None
         seconds = ranks.total(wall, op="max")  # the slowest rank's
         rows = int(ranks.total(rows))
         cpu1 = resource.getrusage(resource.RUSAGE_SELF)
@@ -321,17 +322,17 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
         exposed = fs.fetch_seconds + fs.exposed_fetch_seconds
         share = exposed / seconds
         epochs.append((seconds, share, rows, fs.fetch_seconds))
-        # Where this rank's epoch went (--profile): the loop body, and the
-        # rest, the loader's next batch (its sampling, collation, the fetch
-        # calls and the waits for rows not yet in).
-        where = {"epoch_s": round(wall, 4), "step_s": round(step_s, 4),
-                 "loader_s": round(wall - step_s, 4),
-                 "sampling_s": round(sampler.sample_seconds, 4),
-                 "exposed_fetch_s": round(exposed, 4),
-                 "fetch_calls_s": round(fs.fetch_seconds, 4),
-                 "process_cpu_s": round(cpu1.ru_utime - cpu0.ru_utime + cpu1.ru_stime -
-                                        cpu0.ru_stime, 3),
-                 "thread_cpu_s": threads}
+        if args.profile:
+            # Where this rank's epoch went: the loop body, and the rest, the
+            # loader's next batch (its sampling, collation, the fetch calls
+            # and the waits for rows not yet in).
+            where = {"epoch_s": round(wall, 4), "step_s": round(step_s, 4),
+                     "loader_s": round(wall - step_s, 4),
+                     "sampling_s": round(sampler.sample_seconds, 4),
+                     "exposed_fetch_s": round(exposed, 4),
+                     "fetch_calls_s": round(fs.fetch_seconds, 4),
+                     "process_cpu_s": round(cpu, 3),
+                     "thread_cpu_s": threads}
         log(f"  [{source_name}] epoch {epoch}: {seconds:.2f} s, {batches} batches, "
               f"loss {loss_sum / max(batches, 1):.4f}, exposed feature fetch {exposed:.3f} s "
               f"({100 * share:.1f} % of the epoch; waits {fs.exposed_fetch_seconds:.3f} s, "
@@ -378,6 +379,37 @@ def write_trace(args, batches, epoch):
              row_bytes=args.dim * 4, total_rows=args.nodes,
              compute_s_per_batch=seconds * (1 - share) / max(len(batches), 1))
     print(f"trace of {len(batches)} batches -> {args.trace}", flush=True)
+
+
+def write_profile(args, report, device):
+    """--profile: where each source's last epoch went, as rows of
+    docs/RESULTS.md (graphsage.profile.<source>.epoch_s with the whole
+    breakdown in its params, and the shares of the epoch), the breakdowns
+    also under "sources"."""
+    import json
+
+    from warpstore._tools import git_commit
+
+    run = {"nodes": args.nodes, "dim": args.dim, "batches": args.batches,
+           "batch_size": args.batch_size, "fanout": args.fanout,
+           "torch_threads": torch.get_num_threads()}
+    rows = []
+    for source, w in args.profile_report.items():
+        bad = report[source][2]  # the test pass's rows checked against the file
+        name = f"graphsage.profile.{source}"
+        rows.append({"name": f"{name}.epoch_s", "value": w["epoch_s"], "unit": "s",
+                     "verified": True, "mismatches": bad, "params": dict(run, **w)})
+        for part in ("step", "sampling", "exposed_fetch"):
+            rows.append({"name": f"{name}.{part}_share", "value": round(w[f"{part}_s"] /
+                                                                        w["epoch_s"], 4),
+                         "unit": "share of the epoch", "verified": True, "mismatches": bad,
+                         "params": run})
+    with open(args.profile, "w") as f:
+        json.dump({"study": "graphsage_profile",
+                   "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
+                   "date": time.strftime("%Y-%m-%d", time.gmtime()), "commit": git_commit(os.path.dirname(os.path.abspath(__file__))),
+                   "command": " ".join(["python3"] + sys.argv), "results": rows,
+                   "sources": args.profile_report, **run}, f, indent=1)
 
 
 def write_json(args, report, cache, ranks):
@@ -536,14 +568,7 @@ def main(argv=None):
         if ranks.rank == 0:
             write_json(args, report, cache, ranks)
     if args.profile and ranks.rank == 0:
-        import json
-
-        with open(args.profile, "w") as f:
-            json.dump({"nodes": args.nodes, "dim": args.dim, "batches": args.batches,
-                       "batch_size": args.batch_size, "fanout": args.fanout,
-                       "torch_threads": torch.get_num_threads(),
-                       "device": torch.cuda.get_device_name() if device.type == "cuda" else "cpu",
-                       "sources": args.profile_report}, f, indent=1)
+        write_profile(args, report, device)
         for source, w in args.profile_report.items():
             print(f"[{source}] last epoch {w['epoch_s']:.3f} s: loop body {w['step_s']:.3f} s, "
                   f"loader {w['loader_s']:.3f} s (sampling {w['sampling_s']:.3f}, exposed fetch "
