@@ -249,6 +249,12 @@ const setting table[] = {
      .doc = "Python gathers on the GPU: 0 on every multiprocessor; N (1 to 64) on 1/N of them, "
             "leaving the rest whole to kernels beside an asynchronous gather",
      WARPSTORE_NUMERIC(gather_sm_share)},
+    {.name = "bulk_chunk", .variable = "WARPSTORE_BULK_CHUNK", .flag = "bulk-chunk",
+     .type = type::size, .group = group::tuning, .min = 64u << 10, .max = 4u << 20,
+     .power_of_two = true,
+     .doc = "bulk reads (`Array.read`): the most bytes one thread reads into a pinned buffer "
+            "and copies to the GPU at a time, a power of two from 64 KiB to 4 MiB",
+     WARPSTORE_NUMERIC(bulk_chunk)},
     {.name = "gather_sort_rows", .variable = "WARPSTORE_GATHER_SORT_ROWS",
      .flag = "gather-sort-rows", .group = group::tuning, .max = std::uint64_t{1} << 31,
      .doc = "Python gathers on the GPU over the memory controller: one of at least this many "

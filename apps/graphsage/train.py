@@ -271,7 +271,8 @@ def run(source_name, features, y, edge_index, train, test, args, device, referen
     gs.put_edge_index(edge_index, edge_type=None, layout="coo", size=(args.nodes, args.nodes))
     fanout = [int(f) for f in args.fanout.split(",")]
     sampler = neighbor_sampler((fs, gs), fanout,
-                               device=device if args.sampler == "gpu" else None)
+                               device=device if args.sampler.startswith("gpu") else None,
+                               fused=args.sampler != "gpu-torch")
     loader = NeighborLoader((fs, gs), num_neighbors=fanout, input_nodes=train, shuffle=True,
                             batch_size=args.batch_size, neighbor_sampler=sampler)
     model = GraphSAGE(args.dim, args.hidden, num_layers=len(fanout), out_channels=args.classes).to(device)
@@ -471,8 +472,9 @@ def main(argv=None):
                    help="host controller service threads (default: the library's)")
     p.add_argument("--direct", default="off", choices=["auto", "on", "off"],
                    help="host controller I/O; off reads through the page cache, as memmap does")
-    p.add_argument("--sampler", default="gpu", choices=["gpu", "cpu"],
-                   help="where neighbors are sampled (gpu: where the graph fits there)")
+    p.add_argument("--sampler", default="gpu", choices=["gpu", "gpu-torch", "cpu"],
+                   help="where neighbors are sampled (gpu: where the graph fits there, in the "
+                        "extension's sampler kernels; gpu-torch: there in plain PyTorch ops)")
     p.add_argument("--fetch-ahead", default="on", choices=["on", "off"],
                    help="fetch the next batch's features while this one trains")
     p.add_argument("--cold", action="store_true",

@@ -145,6 +145,7 @@ class array_base {
   std::uint64_t count_;
   std::uint64_t byte_offset_;
   std::uint64_t timeout_ns_;
+  std::uint64_t bulk_chunk_;  // options::bulk_chunk
   std::uint32_t source_;
   std::uint32_t elems_per_line_log2_;
   bool bounds_check_;

@@ -87,6 +87,10 @@ struct options {
   // a training step's large kernels find whole multiprocessors free beside
   // an asynchronous gather (best with queue_spread). Default 0 until measured.
   std::uint32_t gather_sm_share = 0;
+  // Bulk reads (WARPSTORE_BULK_CHUNK): the most bytes one thread reads into
+  // a pinned buffer and copies to the GPU at a time, a power of two from
+  // 64 KiB to 4 MiB.
+  std::uint32_t bulk_chunk = 4u << 20;
   // Sorted gathers (WARPSTORE_GATHER_SORT_ROWS): a Python gather on the GPU
   // of at least this many positions, over the memory controller, takes its
   // rows in file order (a radix sort of the indices first) while the

@@ -3,19 +3,26 @@
 // NB_MODULE below calls the bindings binding.h lists, one source each:
 // errors_binding.cpp, settings_binding.cpp, load_binding.cpp,
 // array_binding.cpp; it defines the few target functions itself (and the
-// GPU build's uva_gather). Tensors arrive by DLPack; the Python layer
+// GPU build's uva_gather and the neighbour sampler's entry points). Tensors arrive by DLPack; the Python layer
 // (warpstore/_array.py) allocates outputs with the index tensor's own
 // library, so nothing here knows PyTorch.
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
+#include <nanobind/stl/pair.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "binding.h"
 #include "gather.h"
 #include "warpstore/error.h"
 #include "warpstore/runtime.h"
+#if WARPSTORE_PY_GPU
+#include "sample.h"
+#endif
 
 namespace nb = nanobind;
 using namespace warpstore;
@@ -56,5 +63,52 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
       nb::arg("src"), nb::arg("idx"), nb::arg("out"), nb::arg("row_bytes"), nb::arg("stream") = 0,
       "Benchmark ceiling: rows of pinned host memory gathered by the GPU over UVA (no bounds "
       "check: the caller's indices must be valid)");
+
+  // The neighbour sampler (sample.h), for warpstore.feature_store: raw
+  // addresses of the caller's CUDA tensors (int64, on the current device),
+  // its stream; the sizes land in pinned `sizes` once the stream gets there.
+  m.def(
+      "sample_capacity",
+      [](std::int64_t seeds, std::int64_t nodes, const std::vector<std::int64_t>& fanouts) {
+        const python::sample_capacity c = python::sample_capacity_of(seeds, nodes, fanouts);
+        return std::make_pair(c.nodes, c.edge_offset);
+      },
+      nb::arg("seeds"), nb::arg("nodes"), nb::arg("fanouts"),
+      "(node capacity, per-hop edge offsets and their total) of one batch");
+  m.def("sample_workspace_bytes", &python::sample_workspace_bytes, nb::arg("seeds"),
+        nb::arg("nodes"), nb::arg("fanouts"));
+  m.def(
+      "sample_hops",
+      [](std::uintptr_t colptr, std::uintptr_t row, std::int64_t nodes, std::int64_t edges,
+         std::uintptr_t local, std::uintptr_t seed, std::int64_t seeds,
+         const std::vector<std::int64_t>& fanouts, std::uint64_t key, std::uintptr_t node_out,
+         std::uintptr_t edge_out, std::uintptr_t src_out, std::uintptr_t dst_out,
+         std::uintptr_t workspace, std::uint64_t workspace_bytes, std::uintptr_t sizes,
+         std::uintptr_t stream) {
+        python::sample_job j;
+        j.colptr = reinterpret_cast<const std::int64_t*>(colptr);
+        j.row = reinterpret_cast<const std::int64_t*>(row);
+        j.nodes = nodes;
+        j.edges = edges;
+        j.local = reinterpret_cast<std::int64_t*>(local);
+        j.seed = reinterpret_cast<const std::int64_t*>(seed);
+        j.seeds = seeds;
+        j.fanouts = fanouts;
+        j.key = key;
+        j.node_out = reinterpret_cast<std::int64_t*>(node_out);
+        j.edge_out = reinterpret_cast<std::int64_t*>(edge_out);
+        j.src_out = reinterpret_cast<std::int64_t*>(src_out);
+        j.dst_out = reinterpret_cast<std::int64_t*>(dst_out);
+        j.workspace = reinterpret_cast<void*>(workspace);
+        j.workspace_bytes = workspace_bytes;
+        j.sizes = reinterpret_cast<std::int64_t*>(sizes);
+        nb::gil_scoped_release release;
+        python::sample_hops(j, reinterpret_cast<cudaStream_t>(stream));
+      },
+      nb::arg("colptr"), nb::arg("row"), nb::arg("nodes"), nb::arg("edges"), nb::arg("local"),
+      nb::arg("seed"), nb::arg("seeds"), nb::arg("fanouts"), nb::arg("key"),
+      nb::arg("node_out"), nb::arg("edge_out"), nb::arg("src_out"), nb::arg("dst_out"),
+      nb::arg("workspace"), nb::arg("workspace_bytes"), nb::arg("sizes"), nb::arg("stream"),
+      "Queues one batch's neighbour sampling on `stream` (sample.h)");
 #endif
 }

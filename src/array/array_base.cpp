@@ -17,6 +17,7 @@ array_base::array_base(std::shared_ptr<warpstore::cache> c, std::shared_ptr<cont
       count_(count),
       byte_offset_(byte_offset),
       timeout_ns_(opts.timeout_ns),
+      bulk_chunk_(opts.bulk_chunk),
       bounds_check_(opts.bounds_check),
       eager_write_back_(opts.eager_write_back),
       overlapped_eviction_(opts.overlapped_eviction) {
@@ -136,7 +137,8 @@ void array_base::read_range(std::uint64_t first_byte, std::uint64_t bytes, void*
                             "through kernels or gathers",
                         info);
   }
-  bulk_->read(controller_->file(), byte_offset_ + first_byte, bytes, dst, stream, interrupt);
+  bulk_->read(controller_->file(), byte_offset_ + first_byte, bytes, dst, stream, interrupt,
+              bulk_chunk_);
 }
 
 array_base::~array_base() {

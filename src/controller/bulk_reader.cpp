@@ -294,7 +294,8 @@ void bulk_reader::serve(lane& l) {
 }
 
 void bulk_reader::read(const backing_file& file, std::uint64_t offset, std::uint64_t bytes,
-                       void* dst, std::uintptr_t stream, const std::function<bool()>& interrupt) {
+                       void* dst, std::uintptr_t stream, const std::function<bool()>& interrupt,
+                       std::uint64_t max_chunk) {
   if (bytes == 0) return;
   if (offset > file.size_bytes() || bytes > file.size_bytes() - offset)
     throw invalid_argument("warpstore: bulk read of " + std::to_string(bytes) + " bytes at offset " +
@@ -312,6 +313,8 @@ void bulk_reader::read(const backing_file& file, std::uint64_t offset, std::uint
   c.stream = stream;
   c.device = runtime::is_device_memory(dst);
   c.chunk = call_chunk_bytes(bytes);
+  if (max_chunk != 0)
+    c.chunk = std::clamp(round_down(max_chunk, chunk_granule), chunk_granule, c.chunk);
   c.first_chunk = offset / c.chunk;
   c.chunks = (c.end - 1) / c.chunk - c.first_chunk + 1;
   c.interrupt = interrupt ? &interrupt : nullptr;

@@ -95,8 +95,10 @@ class bulk_reader {
   // invalid_argument for a range past the end of the file, file_error (with
   // the path and the offset) for a failed read or one that ends early (the
   // file shrank). Any number of threads may call at once.
+  // `max_chunk` (0: the reader's chunk size) caps this call's chunks.
   void read(const backing_file& file, std::uint64_t offset, std::uint64_t bytes, void* dst,
-            std::uintptr_t stream = 0, const std::function<bool()>& interrupt = {});
+            std::uintptr_t stream = 0, const std::function<bool()>& interrupt = {},
+            std::uint64_t max_chunk = 0);
 
  private:
   struct lane;

@@ -113,27 +113,31 @@ TEST_P(BulkRead, ReaderGetsAwkwardRangesRightIntoUnalignedDestinations) {
 }
 
 TEST_P(BulkRead, ArrayReadRangeIsTheFileFromTheArraysOffset) {
-  options o;
-  o.direct = GetParam();
-  o.cache_bytes = 256 << 10;
-  o.service_threads = 1;
-  o.queue_pairs = 1;
-  const std::uint64_t offset = 8192;
-  std::unique_ptr<array<std::uint32_t>> a;
-  try {
-    a = std::make_unique<array<std::uint32_t>>(file_.path(), 0, o, offset);
-  } catch (const file_error& e) {
-    GTEST_SKIP() << "O_DIRECT is not available here: " << e.what();
+  // The default chunk, and the smallest bulk_chunk (many chunks a call).
+  for (const std::uint32_t chunk : {options{}.bulk_chunk, 64u << 10}) {
+    options o;
+    o.direct = GetParam();
+    o.cache_bytes = 256 << 10;
+    o.service_threads = 1;
+    o.queue_pairs = 1;
+    o.bulk_chunk = chunk;
+    const std::uint64_t offset = 8192;
+    std::unique_ptr<array<std::uint32_t>> a;
+    try {
+      a = std::make_unique<array<std::uint32_t>>(file_.path(), 0, o, offset);
+    } catch (const file_error& e) {
+      GTEST_SKIP() << "O_DIRECT is not available here: " << e.what();
+    }
+    const std::vector<std::byte> want = file_bytes(file_.path());
+    EXPECT_EQ(a->size_bytes(), (want.size() - offset) / 4 * 4);
+    std::vector<std::byte> out(a->size_bytes() + 1);
+    for (const auto& [off, len] : awkward_ranges(a->size_bytes())) {
+      a->read_range(off, len, out.data() + 1);
+      ASSERT_EQ(mismatches(want, offset + off, out.data() + 1, len), 0u)
+          << "offset " << off << " bytes " << len << " bulk_chunk " << chunk;
+    }
+    a->read_range(5, 0, out.data());  // nothing to read
   }
-  const std::vector<std::byte> want = file_bytes(file_.path());
-  EXPECT_EQ(a->size_bytes(), (want.size() - offset) / 4 * 4);
-  std::vector<std::byte> out(a->size_bytes() + 1);
-  for (const auto& [off, len] : awkward_ranges(a->size_bytes())) {
-    a->read_range(off, len, out.data() + 1);
-    ASSERT_EQ(mismatches(want, offset + off, out.data() + 1, len), 0u)
-        << "offset " << off << " bytes " << len;
-  }
-  a->read_range(5, 0, out.data());  // nothing to read
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, BulkRead, ::testing::Values(direct_io::off, direct_io::on),
