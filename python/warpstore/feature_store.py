@@ -1,6 +1,7 @@
 """PyTorch Geometric over warpstore: a FeatureStore whose node features are
-warpstore arrays, a small in-memory GraphStore, and a neighbor sampler in
-plain PyTorch for installations without pyg-lib or torch-sparse.
+warpstore arrays, a small in-memory GraphStore, and a neighbor sampler that
+runs on the GPU (the extension's sampler kernels, or plain PyTorch) or, for
+installations without pyg-lib or torch-sparse, on the CPU.
 
     fs = WarpstoreFeatureStore(device="cuda")
     fs.put_tensor(warpstore.open("x.f32", "float32", (-1, 128)), group_name=None, attr_name="x",
