@@ -244,3 +244,8 @@ def test_fused_sampler_rejects_bad_seeds_and_stays_usable():
     assert bool((sampler._local == -1).all())
     seed = torch.tensor([3, 4, 5])
     _check_sample(sampler, seed, sampler._sample(seed), [5, 5])
+    # A strided view of seeds, and no seeds at all.
+    wide = torch.tensor([[7, 0], [8, 0], [9, 0]], device="cuda")[:, 0]
+    _check_sample(sampler, wide.cpu(), sampler._sample(wide), [5, 5])
+    empty = sampler._sample(torch.tensor([], dtype=torch.int64))
+    assert empty.node.numel() == 0 and empty.edge.numel() == 0

@@ -296,8 +296,8 @@ class TorchNeighborSampler(NeighborSampler):
         local = self._local
         seed = seed.to(dev, torch.int64)
         fanouts = self.num_neighbors.get_mapped_values()
-        if self._kernels is not None and all(f > 0 for f in fanouts):
-            return self._sample_fused(seed, [int(f) for f in fanouts])
+        if self._kernels is not None and seed.numel() and all(f > 0 for f in fanouts):
+            return self._sample_fused(seed.contiguous(), [int(f) for f in fanouts])
         local[seed] = torch.arange(seed.numel(), device=dev)
         nodes, rows, cols, edges = [seed], [], [], []
         sampled_nodes, sampled_edges = [seed.numel()], []
