@@ -172,6 +172,86 @@ class Batch:
         self.n = idx_np.size
 
 
+class _BulkRun:
+    """One method's bulk read of `size` bytes of `path` in a cell: made
+    ready once (a warpstore array opened, buffers made), then timed one
+    repetition a call (once), each output checked against the file."""
+
+    def __init__(self, m, matrix, path, size):
+        self.m, self.x, self.path, self.size = m, matrix, path, size
+        self.rows = size // CHUNK
+        self.extra, self.secs, self.wrong, self.checked = {}, [], 0, 0
+        self.arr = None
+        torch, x, rows = matrix.torch, matrix, self.rows
+        if m.startswith("warpstore"):
+            self.arr = arr = warpstore.open(
+                path, "uint8", (rows, CHUNK), controller=m.split("_")[1],
+                **({} if x.scale >= 1 else {
+                    "cache": x._scaled(warpstore.settings.cache_size(), 1 << 20)}))
+            self.extra["api"] = "Array.read(start, stop)"
+
+            def fn():
+                out = arr.read(0, rows)  # a CUDA tensor on the GPU target, NumPy on the CPU's
+                if isinstance(out, np.ndarray):
+                    out = torch.from_numpy(out)
+                return out.to(x.dev)
+        elif m == "memmap":
+            def fn():
+                mm = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,))
+                if not x.gpu:
+                    return torch.from_numpy(np.array(mm))
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")  # a read-only mapping: never written
+                    return torch.from_numpy(mm).to(x.dev)
+        elif m == "threads_pinned":
+            threads = min(16, os.cpu_count() or 1)
+            self.extra["threads"] = threads
+            fn = x._threads_reader(path, size, threads)
+        elif m == "kvikio":
+            def fn():
+                out = torch.empty(size, dtype=torch.uint8, device=x.dev)
+                with x.kvikio.CuFile(path, "r") as f:
+                    f.read(out, size, 0)
+                return out
+        else:  # h2d_pinned
+            def fn():
+                return x.pinned[:size].to(x.dev)
+        self.fn = fn
+
+    def once(self, res):
+        x = self.x
+        if res == "disk":
+            drop_pages(self.path)
+        if self.arr is not None:
+            self.arr.clear_cache()  # every read from the file
+        x.sync()
+        t = time.perf_counter()
+        out = self.fn()
+        x.sync()
+        self.secs.append(time.perf_counter() - t)
+        w, c = x.verify(out.reshape(self.rows, CHUNK), x.torch.arange(self.rows), CHUNK)
+        self.wrong, self.checked = self.wrong + w, self.checked + c
+
+    def close(self):
+        if self.arr is None:
+            return
+        arr, self.arr = self.arr, None
+        try:
+            st = arr.stats()
+            self.extra.update(direct=st["direct"], cache_bytes=st["cache_bytes"],
+                              line_size=st["line_size"])
+        finally:
+            arr.close()
+
+    def figure(self, reps):
+        best = min(self.secs)
+        extra = dict(self.extra, figure=f"best of reps, the methods taking turns ({reps} rounds)",
+                     median_gb_s=round(self.size / statistics.median(self.secs) / 1e9, 4),
+                     rep_gb_s=[round(self.size / t / 1e9, 4) for t in self.secs])
+        return dict(gb_s=self.size / best / 1e9, seconds=best, wrong=self.wrong,
+                    checked=self.checked, extra=extra)
+
+
 class Matrix:
     def __init__(self, args, log=print):
         import torch
@@ -918,7 +998,7 @@ class Matrix:
             # read takes 20 to 250 ms, and best of 2 left that ratio to luck
             # (0.82 to 1.14 over ten maps).
             reps = 3 if label == "64MiB" else (5 if label == "1GiB" and res == "page" else 1)
-            figs = {}
+            runs = {}
             for m in BULK_METHODS:
                 why = None
                 if m not in self.args.methods:
@@ -941,13 +1021,23 @@ class Matrix:
                     self.leave(cell, [m], why)
                     continue
                 try:
-                    figs[m] = self.bulk_method(m, path, size, reps, res)
+                    runs[m] = _BulkRun(m, self, path, size)
                 except Exception as e:
-                    if m.startswith("warpstore"):
-                        self.failed(cell, [m], e)
-                    else:
-                        self.leave(cell, [m], f"failed: {type(e).__name__}: "
-                                   f"{' '.join(str(e).split())[:200]}")
+                    self._bulk_failed(cell, m, e)
+            # Round by round, every method once a round: a slow spell of the
+            # machine falls on every method alike, not on the reps of one.
+            try:
+                for _ in range(reps):
+                    for m in list(runs):
+                        try:
+                            runs[m].once(res)
+                        except Exception as e:
+                            self._bulk_failed(cell, m, e)
+                            runs.pop(m).close()
+            finally:
+                for r in runs.values():
+                    r.close()
+            figs = {m: r.figure(reps) for m, r in runs.items()}
             kv = figs.get("kvikio", {}).get("gb_s")
             best = max(((f["gb_s"], m) for m, f in figs.items()
                         if m in ("memmap", "threads_pinned", "kvikio")), default=(None, None))
@@ -974,73 +1064,12 @@ class Matrix:
             if path == self.bulk_path and not self.args.keep:
                 os.unlink(path)
 
-    def bulk_method(self, m, path, size, reps, res):
-        torch = self.torch
-        rows = size // CHUNK
-        extra = {}
-        secs, wrong, checked = [], 0, 0
-
-        def check(out):
-            return self.verify(out.reshape(rows, CHUNK), torch.arange(rows), CHUNK)
-
-        arr = None
+    def _bulk_failed(self, cell, m, e):
         if m.startswith("warpstore"):
-            arr = warpstore.open(path, "uint8", (rows, CHUNK), controller=m.split("_")[1],
-                                 **({} if self.scale >= 1 else {
-                                     "cache": self._scaled(warpstore.settings.cache_size(), 1 << 20)}))
-            extra["api"] = "Array.read(start, stop)"
-
-            def fn():
-                out = arr.read(0, rows)  # a CUDA tensor on the GPU target, NumPy on the CPU's
-                if isinstance(out, np.ndarray):
-                    out = torch.from_numpy(out)
-                return out.to(self.dev)
-        elif m == "memmap":
-            def fn():
-                mm = np.memmap(path, dtype=np.uint8, mode="r", shape=(size,))
-                if not self.gpu:
-                    return torch.from_numpy(np.array(mm))
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # a read-only mapping: never written
-                    return torch.from_numpy(mm).to(self.dev)
-        elif m == "threads_pinned":
-            threads = min(16, os.cpu_count() or 1)
-            extra["threads"] = threads
-            fn = self._threads_reader(path, size, threads)
-        elif m == "kvikio":
-            def fn():
-                out = torch.empty(size, dtype=torch.uint8, device=self.dev)
-                with self.kvikio.CuFile(path, "r") as f:
-                    f.read(out, size, 0)
-                return out
-        else:  # h2d_pinned
-            def fn():
-                return self.pinned[:size].to(self.dev)
-        try:
-            for _ in range(reps):
-                if res == "disk":
-                    drop_pages(path)
-                if arr is not None:
-                    arr.clear_cache()  # every read from the file
-                self.sync()
-                t = time.perf_counter()
-                out = fn()
-                self.sync()
-                secs.append(time.perf_counter() - t)
-                w, c = check(out)
-                wrong, checked = wrong + w, checked + c
-                del out
-            if arr is not None:
-                st = arr.stats()
-                extra.update(direct=st["direct"], cache_bytes=st["cache_bytes"],
-                             line_size=st["line_size"])
-        finally:
-            if arr is not None:
-                arr.close()
-        best = min(secs)
-        extra["median_gb_s"] = round(size / statistics.median(secs) / 1e9, 4)
-        return dict(gb_s=size / best / 1e9, seconds=best, wrong=wrong, checked=checked,
-                    extra=dict(extra, figure="best of reps"))
+            self.failed(cell, [m], e)
+        else:
+            self.leave(cell, [m], f"failed: {type(e).__name__}: "
+                       f"{' '.join(str(e).split())[:200]}")
 
     def _threads_reader(self, path, size, threads):
         """Pipelined: threads pread 64 MiB blocks into two pinned buffers,

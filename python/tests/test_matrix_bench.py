@@ -85,6 +85,15 @@ def test_cells_and_summaries(regimes):
                if ".page.512B.1K.ws0p1." in n and n.endswith(".warpstore_host"))
     assert not any((r.get("params") or {}).get("round_seconds") for n, r in names.items()
                    if ".disk." in n)
+    # Bulk reads: the methods of a cell take turns, one read a round; each
+    # read's speed kept, the best the figure.
+    bulk = [r for n, r in names.items() if n.startswith("bulk.page.") and r["value"]]
+    assert bulk
+    for r in bulk:
+        p = r["params"]
+        assert "taking turns" in p["figure"], p
+        assert len(p["rep_gb_s"]) == p["reps"]
+        assert max(p["rep_gb_s"]) == pytest.approx(r["value"], rel=0.01, abs=1e-4)
 
 
 def test_left_out_listed_with_reasons(regimes):
