@@ -297,11 +297,7 @@ void sample_hops(const sample_job& job, cudaStream_t stream) {
     std::int64_t* edge = job.edge_out + off;
     std::int64_t* src = job.src_out + off;
     std::int64_t* dst = job.dst_out + off;
-    if (slots == 0) {
-      WARPSTORE_CUDA_TRY(cudaMemsetAsync(&c->edges[h], 0, sizeof(std::int64_t), stream));
-      WARPSTORE_CUDA_TRY(cudaMemsetAsync(&c->frontier[h + 1], 0, sizeof(std::int64_t), stream));
-      continue;
-    }
+    if (slots == 0) continue;  // its counts stay the 0 of the memset above
     flag_kernel<<<blocks_for(slots), block_threads, 0, stream>>>(
         job.colptr, job.edges, job.node_out, f, h, slots, flags, c);
     WARPSTORE_CHECK_LAUNCH();

@@ -11,6 +11,7 @@ installations without pyg-lib or torch-sparse, on the CPU.
                             neighbor_sampler=neighbor_sampler((fs, gs), [10, 5]))
 """
 import collections
+import threading
 import time
 
 import torch
@@ -253,8 +254,29 @@ class TorchNeighborSampler(NeighborSampler):
         self._seed = int(torch.randint(0, 2**62, (1,)))
         self._generator = None
         self._batches = 0  # the fused path's draws: a key per batch
-        self._kernels = self._sampler_kernels() if fused and self.device.type == "cuda" else None
+        self._fused = fused
+        self._plans = {}  # (seeds, fanouts): the fused path's capacities and workspace bytes
+        self._process_state()
+
+    def _process_state(self):
+        """What is not pickled (DataLoader workers started by spawn): the
+        extension, the pinned sizes, and the lock that runs one batch at a
+        time (every batch uses the graph's `local` table, and the fused path
+        the pinned sizes, leaving them clean when it is done)."""
+        self._kernels = (self._sampler_kernels() if self._fused and self.device.type == "cuda"
+                         else None)
         self._sizes = None  # pinned: the fused path's sizes of a batch
+        self._lock = threading.Lock()
+
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        for k in ("_kernels", "_sizes", "_lock"):
+            state.pop(k, None)
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self._process_state()
 
     @staticmethod
     def _sampler_kernels():
@@ -276,7 +298,8 @@ class TorchNeighborSampler(NeighborSampler):
     def _sample(self, seed, seed_time=None, **kwargs):
         t0 = time.perf_counter()
         try:
-            return self._sample_timed(seed, seed_time, **kwargs)
+            with self._lock:
+                return self._sample_timed(seed, seed_time, **kwargs)
         finally:
             self.sample_seconds += time.perf_counter() - t0
 
@@ -336,20 +359,23 @@ class TorchNeighborSampler(NeighborSampler):
                              edge=torch.cat(edges), batch=None, num_sampled_nodes=sampled_nodes,
                              num_sampled_edges=sampled_edges)
 
-
     def _sample_fused(self, seed, fanouts):
         """Every hop in the extension's kernels on the current stream; one
         wait, for the sizes, at the end."""
         ext, dev = self._kernels, self.device
         colptr, row = self._graph
         nodes, seeds = colptr.numel() - 1, seed.numel()
-        node_cap, offsets = ext.sample_capacity(seeds, nodes, fanouts)
+        plan = self._plans.get((seeds, tuple(fanouts)))
+        if plan is None:  # a batch size seen first (most batches have one size)
+            plan = self._plans[(seeds, tuple(fanouts))] = (
+                *ext.sample_capacity(seeds, nodes, fanouts),
+                ext.sample_workspace_bytes(seeds, nodes, fanouts))
+        node_cap, offsets, work_bytes = plan
         edge_cap = offsets[-1]
         out = torch.empty(node_cap + 3 * edge_cap, dtype=torch.int64, device=dev)
         node_out = out[:node_cap]
         edge_out, src_out, dst_out = out[node_cap:].view(3, edge_cap).unbind(0)
-        work = torch.empty(ext.sample_workspace_bytes(seeds, nodes, fanouts), dtype=torch.uint8,
-                           device=dev)
+        work = torch.empty(work_bytes, dtype=torch.uint8, device=dev)
         hops = len(fanouts)
         if self._sizes is None or self._sizes.numel() != 2 * hops + 2:
             self._sizes = torch.zeros(2 * hops + 2, dtype=torch.int64, pin_memory=True)
