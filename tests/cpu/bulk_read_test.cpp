@@ -177,7 +177,9 @@ TEST(BulkReadThreads, HelpersSleepBetweenCallsAndLeaveWhenIdle) {
     f = std::make_unique<backing_file>(file.path(), direct_io::off);
   }
   const unsigned before = test::threads_named("warpstore-bulk");  // the process reader's, if any
-  bulk_reader reader(bulk_reader::config{small_chunk, 4, 300'000'000});
+  // A linger of 2 s: a sanitizer build on a loaded 2-core machine may take
+  // longer than a shorter one between two reads of the loop below.
+  bulk_reader reader(bulk_reader::config{small_chunk, 4, 2'000'000'000});
   std::vector<std::byte> out(want.size() + 1);
   for (int round = 0; round < 2; ++round) {
     for (int i = 0; i < 20; ++i) {
