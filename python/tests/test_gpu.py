@@ -222,6 +222,78 @@ def test_gathers_that_keep_missing_read_their_misses_around_the_cache(tmp_path, 
             assert a.stats()["admitting_gathers"] == 0
 
 
+@pytest.mark.parametrize("row", [32, 100])
+def test_gathers_that_keep_missing_run_on_cpu_threads(tmp_path, monkeypatch, row):
+    # Over the memory controller, once an array's gathers of gather_host_rows
+    # or more positions miss on 3 lookups in 4, CPU threads copy their rows
+    # from host memory (one in 8 still goes through the cache): every row
+    # right, at its position, after the work queued on the caller's stream
+    # (the indices made there), duplicates, negative and int32 indices, the
+    # first bad position reported. A working set that fits ends it; 0 turns
+    # it off; 1-D arrays and rows over 512 bytes never take it.
+    import torch
+
+    monkeypatch.setenv("WARPSTORE_GATHER_SORT_BYTES", "1MiB")
+    monkeypatch.setenv("WARPSTORE_GATHER_HOST_ROWS", "1024")
+    rng = np.random.default_rng(row)
+    n = (16 << 20) // (4 * row) // 32 * 32
+    data = rng.standard_normal((n, row)).astype(np.float32)
+    path = write(tmp_path / f"host-{row}.bin", data)
+    with warpstore.open(path, "float32", (n, row), cache="1MiB", line_size=512,
+                        controller="memory") as a:
+        s = torch.cuda.Stream()
+        for i in range(24):
+            idx = rng.integers(-n, n, 3000 + 500 * (i % 3))
+            idx[:20] = idx[20:40]  # duplicates
+            with torch.cuda.stream(s):
+                # The indices come out of work on the caller's stream: a
+                # gather that read them before it ran would read garbage.
+                base = torch.from_numpy(idx).cuda(non_blocking=False)
+                t = (base * 3 - base * 2).to(torch.int32 if i % 2 else torch.int64)
+                got = a[t]
+            s.synchronize()
+            np.testing.assert_array_equal(got.cpu().numpy(), data[idx])
+        st = a.stats()
+        assert st["host_gathers"] >= 15, st
+        assert st["host_gathers"] <= 22, st  # one in 8 samples the cache
+        assert st["errors"] == 0
+        before = st["host_gathers"]
+        bad = torch.from_numpy(rng.integers(0, n, 5000)).cuda()
+        bad[4321], bad[4500] = n, -n - 1
+        for _ in range(3):  # on the CPU or through the cache, the same report
+            with pytest.raises(IndexError, match=rf"index {n} \(at position 4321\)"):
+                a[bad]
+        ok = torch.from_numpy(rng.integers(0, n, 5000)).cuda()
+        np.testing.assert_array_equal(a[ok].cpu().numpy(), data[ok.cpu().numpy()])
+        assert a.stats()["host_gathers"] > before
+        # A working set that fits the cache: the sampling gathers fill it,
+        # then every gather goes through the cache.
+        ws = torch.from_numpy(rng.integers(0, (256 << 10) // (4 * row), 4000)).cuda()
+        for _ in range(64):
+            np.testing.assert_array_equal(a[ws].cpu().numpy(), data[ws.cpu().numpy()])
+        before = a.stats()["host_gathers"]
+        for _ in range(8):
+            np.testing.assert_array_equal(a[ws].cpu().numpy(), data[ws.cpu().numpy()])
+        assert a.stats()["host_gathers"] == before
+        small = torch.from_numpy(rng.integers(0, n, 1000)).cuda()  # under gather_host_rows
+        np.testing.assert_array_equal(a[small].cpu().numpy(), data[small.cpu().numpy()])
+        assert a.stats()["host_gathers"] == before
+    for env, shape in ((("WARPSTORE_GATHER_HOST_ROWS", "0"), (n, row)),  # off
+                       (None, (n * row,)),  # 1-D
+                       (None, (n * row // 256, 256))):  # 1 KiB rows
+        if env:
+            monkeypatch.setenv(*env)
+        with warpstore.open(path, "float32", shape, cache="1MiB", line_size=512,
+                            controller="memory") as a:
+            want = data.reshape(shape)
+            for _ in range(6):
+                idx = rng.integers(0, shape[0], 3000)
+                np.testing.assert_array_equal(a[torch.from_numpy(idx).cuda()].cpu().numpy(),
+                                              want[idx])
+            assert a.stats()["host_gathers"] == 0
+        monkeypatch.setenv("WARPSTORE_GATHER_HOST_ROWS", "1024")
+
+
 def test_the_default_reads_a_cached_file_through_its_pinned_pages(big):
     """controller="auto" (the default): a read-only file in the page cache is
     mapped and pinned, and kernels read its own pages; a writable or

@@ -364,3 +364,143 @@ TEST_P(BulkReadWritable, SeesDirtyLinesOfTheCache) {
 
 INSTANTIATE_TEST_SUITE_P(Controllers, BulkReadWritable, test::write_cases(),
                          test::write_case_name);
+
+// Row gathers from host memory (bulk_reader::gather, array_base::
+// gather_on_host): rows of sizes that split no chunk evenly, duplicates,
+// skipped positions, several callers at once on few threads, a bad row,
+// and an interrupt.
+namespace {
+
+std::vector<std::uint64_t> random_rows(std::uint64_t n, std::uint64_t rows, std::uint64_t seed) {
+  test::lane_rng rng{seed};
+  std::vector<std::uint64_t> r(n);
+  for (auto& x : r) x = rng.next() % rows;
+  return r;
+}
+
+// Positions of `got` (n rows of rb bytes) that differ from rows `rows` of
+// `src`; skipped positions must still hold `fill`.
+std::size_t gather_mismatches(const std::byte* src, std::uint64_t rb,
+                              const std::vector<std::uint64_t>& rows, const std::byte* got,
+                              std::byte fill) {
+  std::size_t bad = 0;
+  for (std::size_t k = 0; k < rows.size(); ++k) {
+    const std::byte* g = got + k * rb;
+    if (rows[k] == bulk_reader::skip_row)
+      bad += std::any_of(g, g + rb, [&](std::byte b) { return b != fill; });
+    else
+      bad += std::memcmp(g, src + rows[k] * rb, rb) != 0;
+  }
+  return bad;
+}
+
+}  // namespace
+
+TEST(BulkGather, RowsLandAtTheirPositions) {
+  test::pattern_file file(3u << 20);
+  const std::vector<std::byte> src = file_bytes(file.path());
+  bulk_reader reader(bulk_reader::config{small_chunk, 3});
+  for (const std::uint64_t rb : {1u, 128u, 400u, 4096u, 65536u}) {
+    const std::uint64_t rows = src.size() / rb;
+    for (const std::uint64_t n : {1u, 255u, 257u, 5000u, 20000u}) {
+      std::vector<std::uint64_t> idx = random_rows(n, rows, rb * 31 + n);
+      if (n > 10) {
+        idx[3] = idx[7];                   // a duplicate
+        idx[5] = bulk_reader::skip_row;    // skipped
+        idx[n - 1] = rows - 1;             // the last row
+      }
+      std::vector<std::byte> out(n * rb, std::byte{0x5a});
+      reader.gather(src.data(), src.size(), rb, idx.data(), n, out.data());
+      ASSERT_EQ(gather_mismatches(src.data(), rb, idx, out.data(), std::byte{0x5a}), 0u)
+          << rb << "-byte rows, " << n << " positions";
+    }
+  }
+  reader.gather(src.data(), src.size(), 8, nullptr, 0, nullptr);  // nothing to gather
+}
+
+TEST(BulkGather, ManyCallersShareFewThreads) {
+  test::pattern_file file(2u << 20);
+  const std::vector<std::byte> src = file_bytes(file.path());
+  bulk_reader reader(bulk_reader::config{small_chunk, 2});
+  std::atomic<std::uint64_t> bad{0};
+  test::run_lanes(6, [&](unsigned lane) {
+    for (int i = 0; i < 10; ++i) {
+      const std::uint64_t rb = 64u << (lane % 3);
+      const std::vector<std::uint64_t> idx = random_rows(3000 + 97 * i, src.size() / rb, lane * 100 + i);
+      std::vector<std::byte> out(idx.size() * rb);
+      reader.gather(src.data(), src.size(), rb, idx.data(), idx.size(), out.data());
+      bad += gather_mismatches(src.data(), rb, idx, out.data(), std::byte{0});
+    }
+  });
+  EXPECT_EQ(bad.load(), 0u);
+}
+
+TEST(BulkGather, BadRowsAndBadCallsAreClearErrors) {
+  test::pattern_file file(1u << 20);
+  const std::vector<std::byte> src = file_bytes(file.path());
+  bulk_reader reader(bulk_reader::config{small_chunk, 2});
+  std::vector<std::uint64_t> idx = random_rows(4000, src.size() / 256, 9);
+  idx[3333] = src.size() / 256;  // one past the last row
+  std::vector<std::byte> out(idx.size() * 256);
+  try {
+    reader.gather(src.data(), src.size(), 256, idx.data(), idx.size(), out.data());
+    FAIL() << "a row past the end was gathered";
+  } catch (const warpstore::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("at position 3333"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(reader.gather(src.data(), src.size(), small_chunk + 1, idx.data(), 1, out.data()),
+               warpstore::invalid_argument);  // a row larger than a chunk
+  EXPECT_THROW(reader.gather(src.data(), src.size(), 0, idx.data(), 1, out.data()),
+               warpstore::invalid_argument);
+  EXPECT_THROW(reader.gather(nullptr, src.size(), 8, idx.data(), 1, out.data()),
+               warpstore::invalid_argument);
+  // Still usable.
+  idx[3333] = 0;
+  reader.gather(src.data(), src.size(), 256, idx.data(), idx.size(), out.data());
+  EXPECT_EQ(gather_mismatches(src.data(), 256, idx, out.data(), std::byte{0}), 0u);
+}
+
+TEST(BulkGather, InterruptStopsTheGather) {
+  test::pattern_file file(1u << 20);
+  const std::vector<std::byte> src = file_bytes(file.path());
+  bulk_reader reader(bulk_reader::config{small_chunk, 2});
+  const std::vector<std::uint64_t> idx = random_rows(50000, src.size() / 128, 4);
+  std::vector<std::byte> out(idx.size() * 128);
+  try {
+    reader.gather(src.data(), src.size(), 128, idx.data(), idx.size(), out.data(), 0,
+                  [] { return true; });
+    FAIL() << "an interrupted gather finished";
+  } catch (const warpstore::runtime_error& e) {
+    EXPECT_EQ(e.kind(), error_kind::cancelled);
+  }
+}
+
+TEST(BulkGather, ArrayGathersOnHostOnlyOverHostMemory) {
+  test::pattern_file file(2u << 20);
+  const std::vector<std::byte> want = file_bytes(file.path());
+  const std::uint64_t offset = 4096, rb = 96;
+  for (const controller_kind kind : {controller_kind::memory, controller_kind::host}) {
+    options o;
+    o.controller = kind;
+    o.cache_bytes = 256 << 10;
+    o.service_threads = 1;
+    o.queue_pairs = 1;
+    array<std::uint32_t> a(file.path(), 0, o, offset);
+    const std::uint64_t rows = a.size_bytes() / rb;
+    std::vector<std::uint64_t> idx = random_rows(7000, rows, 12);
+    idx[10] = rows - 1;
+    std::vector<std::byte> out(idx.size() * rb);
+    if (kind == controller_kind::host) {
+      EXPECT_FALSE(a.gathers_on_host());
+      EXPECT_THROW(a.gather_on_host(idx.data(), idx.size(), rb, out.data()),
+                   warpstore::invalid_argument);
+      continue;
+    }
+    ASSERT_TRUE(a.gathers_on_host());
+    a.gather_on_host(idx.data(), idx.size(), rb, out.data());
+    EXPECT_EQ(gather_mismatches(want.data() + offset, rb, idx, out.data(), std::byte{0}), 0u);
+    idx[20] = rows;  // past the array's end (the file goes on: still an error)
+    EXPECT_THROW(a.gather_on_host(idx.data(), idx.size(), rb, out.data()),
+                 warpstore::invalid_argument);
+  }
+}
