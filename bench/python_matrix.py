@@ -661,11 +661,10 @@ class Matrix:
                          / max(1, len(timed) * len(self.last_rounds)), 3)
 
         # sorted: large gathers over the memory controller while they miss;
-        # admitting: those that read their misses around the cache; host:
-        # those whose rows CPU threads copied (WARPSTORE_GATHER_HOST_ROWS).
+        # admitting: those that read their misses around the cache.
         return dict(rows_s=rows / sec, wrong=w0 + w1, checked=c0 + c1, seconds=sec, rows=rows,
                     round_seconds=self.rounds_note(), fresh_rounds=bool(fresh),
-                    sorted_share=share("sorted_gathers"), host_share=share("host_gathers"),
+                    sorted_share=share("sorted_gathers"),
                     admit_share=share("admitting_gathers"), read_around=st["read_around"],
                     hit_rate=round(st["hit_rate"], 4), direct=st["direct"],
                     resident_share=st["resident_share"], cache_bytes=st["cache_bytes"],
@@ -794,7 +793,6 @@ class Matrix:
                                         line_size=fig["line_size"], hit_rate=fig["hit_rate"],
                                         sorted_share=fig.get("sorted_share"),
                                         admit_share=fig.get("admit_share"),
-                                        host_share=fig.get("host_share"),
                                         direct=fig["direct"], resident_share=fig["resident_share"],
                                         batch_lines=g["batch_lines"],
                                         best_cpu_method=best_name))

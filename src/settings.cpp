@@ -273,13 +273,6 @@ const setting table[] = {
             "a miss fills its line one time in this many and reads the row straight from host "
             "memory otherwise; 0 or 1: every miss fills",
      WARPSTORE_NUMERIC(gather_miss_admit)},
-    {.name = "gather_host_rows", .variable = "WARPSTORE_GATHER_HOST_ROWS",
-     .flag = "gather-host-rows", .group = group::tuning, .max = std::uint64_t{1} << 31,
-     .doc = "synchronous Python gathers on the GPU over the memory controller, rows of at most "
-            "512 bytes, arrays larger than `gather_sort_bytes`: one of at least this many "
-            "positions is copied by CPU threads from host memory (pinned buffers, then the copy "
-            "engines) while the array's gathers miss on 3 lookups in 4; 0: never",
-     WARPSTORE_NUMERIC(gather_host_rows)},
     {.name = "fetch_priority", .variable = "WARPSTORE_FETCH_PRIORITY", .flag = "fetch-priority",
      .type = type::flag, .group = group::tuning, .max = 1,
      .doc = "1: the PyG feature store's fetch-ahead gathers run on a highest-priority CUDA stream; "

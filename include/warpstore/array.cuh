@@ -87,20 +87,6 @@ class array_base {
   // threads at once.
   void read_range(std::uint64_t first_byte, std::uint64_t bytes, void* dst,
                   std::uintptr_t stream = 0, const std::function<bool()>& interrupt = {});
-  // Row gather on the CPU, without the cache: copies the array's rows
-  // rows[k] (row_bytes each, counted from the array's first byte) to
-  // dst + k * row_bytes for k in [0, n), skipping positions whose row is
-  // ~0, by the bulk reader's threads from the controller's copy of the file
-  // in host memory (controller::host_bytes), through pinned buffers and the
-  // copy engines where dst is GPU memory (the copies wait for the work
-  // queued so far on `stream`). Returns once the rows are there. For a
-  // read-only array whose controller holds the file in host memory
-  // (gathers_on_host()); raises invalid_argument otherwise, or for a row
-  // past the array's end. `interrupt` as for read_range.
-  bool gathers_on_host() const { return controller_->host_bytes() != nullptr && !writable(); }
-  void gather_on_host(const std::uint64_t* rows, std::uint64_t n, std::uint64_t row_bytes,
-                      void* dst, std::uintptr_t stream = 0,
-                      const std::function<bool()>& interrupt = {});
   // Whether the backing file was opened read-write (options::writable).
   bool writable() const { return controller_->file().writable(); }
   // The bytes of the file a writable array may write: its lines are written

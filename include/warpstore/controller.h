@@ -181,10 +181,6 @@ class controller {
   // Whether kernels read the file's own page-cache pages, mapped and pinned
   // (the memory controller over a read-only file), not a copy.
   virtual bool maps_file() const { return false; }
-  // The whole file in host memory, readable by CPU threads (the memory
-  // controller: its pinned copy, or the file's pinned page-cache pages),
-  // from its first byte; nullptr where the controller holds no such copy.
-  virtual const std::byte* host_bytes() const { return nullptr; }
   // Raises if the controller failed outside any one command (a service
   // thread died, io_uring could not be set up).
   virtual void check() const {}

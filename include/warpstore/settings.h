@@ -111,19 +111,6 @@ struct options {
   // (array_ref::admit_misses): a cache that cannot hold the working set
   // then costs a row what the row is, not a line. 0 or 1: every miss fills.
   std::uint32_t gather_miss_admit = 8;
-  // Gathers on the CPU (WARPSTORE_GATHER_HOST_ROWS): a synchronous Python
-  // gather on the GPU of at least this many positions, of rows of at most
-  // 512 bytes, over the memory controller on a read-only array larger than
-  // gather_sort_bytes, while the array's gathers miss on at least 3
-  // lookups in 4 (until fewer than 1 in 2), has CPU threads (the bulk
-  // reader's) copy its rows from host memory into pinned buffers, which
-  // the copy engines move to the GPU; the cache is left alone. A GPU reads
-  // random rows of host memory at about 60 M a second once they spread over
-  // more than about 512 MiB (its translations of host pages miss), CPU
-  // threads at several times that. One such gather in 8 goes through the
-  // cache all the same, to see whether it still misses (and to admit
-  // lines). 0: never.
-  std::uint64_t gather_host_rows = 2048;
   // Fetch priority (WARPSTORE_FETCH_PRIORITY = 0 | 1): the PyG feature
   // store's fetch-ahead gathers run on a stream of the highest priority, so
   // the block scheduler hands their blocks the next free multiprocessors

@@ -344,7 +344,7 @@ class py_array {
     double resident = -1;
     std::uint64_t cache_bytes = 0;
     std::uint32_t line_size = 0;
-    std::uint64_t sorted = 0, admitting = 0, on_host = 0;
+    std::uint64_t sorted = 0, admitting = 0;
     {
       nb::gil_scoped_release release;
       gate_pass<false> pass(gate_);
@@ -360,7 +360,6 @@ class py_array {
       line_size = a.base().cache().line_size();
       sorted = a.sorted_gathers();
       admitting = a.admitting_gathers();
-      on_host = a.host_gathers();
     }
     nb::dict d = cache_counters_dict(s);
     d["commands"] = c.commands;
@@ -381,9 +380,6 @@ class py_array {
     // GPU gathers that filled one missed line in gather_miss_admit and read
     // the other misses around the cache (counted in read_around).
     d["admitting_gathers"] = admitting;
-    // GPU gathers whose rows CPU threads copied from host memory
-    // (options::gather_host_rows).
-    d["host_gathers"] = on_host;
     return d;
   }
   void reset_stats() {

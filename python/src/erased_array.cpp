@@ -2,7 +2,6 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
-#include <vector>
 
 #include "gather.cuh"
 #include "gather.h"
@@ -23,8 +22,7 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
       word_bytes_(word_bytes),
       gather_sm_share_(given.gather_sm_share),
       sort_rows_(given.gather_sort_rows),
-      miss_admit_(given.gather_miss_admit),
-      host_rows_(given.gather_host_rows) {
+      miss_admit_(given.gather_miss_admit) {
   options opts = given;
   if (shared) {
     opts.cache_bytes = shared->bytes();
@@ -56,17 +54,6 @@ erased_array::erased_array(const std::string& path, std::uint64_t rows, std::uin
   // H100, 2026-11-27, not understood; BENCHMARKS.md).
   admitting_ = host_memory && miss_admit_ > 1 && !opts.writable && row_bytes / word_bytes > 1 &&
                row_bytes < opts.line_size;
-  // Rows of more than one word: 1-D gathers stay on the GPU (like miss
-  // admission, unmeasured there).
-  host_capable_ = host_memory && host_rows_ != 0 && base_->gathers_on_host() &&
-                  row_bytes / word_bytes > 1 && row_bytes <= host_max_row_bytes &&
-                  rows * row_bytes > given.gather_sort_bytes;
-}
-
-bool erased_array::gathers_on_host(std::uint64_t n) const {
-  if (!host_capable_ || n < host_rows_ || !host_next_.load(std::memory_order_relaxed)) return false;
-  if (row_bytes_ > host_sorted_row_bytes && sorts(n)) return false;
-  return host_turn_.fetch_add(1, std::memory_order_relaxed) % host_probe != host_probe - 1;
 }
 
 bool erased_array::sorts(std::uint64_t n) const {
@@ -97,9 +84,6 @@ void erased_array::note_cache_totals(const call_record& rec) const {
   const bool admitting = admit_next_.load(std::memory_order_relaxed);
   admit_next_.store(admitting ? 2 * misses >= lookups : 4 * misses >= 3 * lookups,
                     std::memory_order_relaxed);
-  const bool host = host_next_.load(std::memory_order_relaxed);
-  host_next_.store(host ? 2 * misses >= lookups : 4 * misses >= 3 * lookups,
-                   std::memory_order_relaxed);
 }
 
 erased_array::~erased_array() {
@@ -134,7 +118,6 @@ std::uint64_t erased_array::gather(const void* idx, std::uint32_t index_bytes, s
   // or late_wait_ns passed: a gather that hits ends without the service
   // threads, and waking them (each then polls a while) would cost it more
   // than it takes. The CPU target gathers in launch_gather: awake at once.
-  if (gathers_on_host(n)) return gather_on_host(idx, index_bytes, n, out, stream, poll);
   std::optional<activity_scope> awake;
   controller& ctl = *base_->shared_controller();
   if (n != 0 && !runtime::gpu_build()) awake.emplace(ctl);
@@ -154,46 +137,6 @@ std::uint64_t erased_array::gather(const void* idx, std::uint32_t index_bytes, s
       });
   sent_commands_.store(ctl.submission_mark() != mark, std::memory_order_relaxed);
   return first_bad;
-}
-
-std::uint64_t erased_array::gather_on_host(const void* idx, std::uint32_t index_bytes,
-                                           std::uint64_t n, void* out, std::uintptr_t stream,
-                                           const interrupt_poll& poll) const {
-  if (index_bytes != 4 && index_bytes != 8)
-    throw warpstore::invalid_argument("indices must be 32- or 64-bit integers");
-  // The indices come to the host (behind the work queued on the caller's
-  // stream) and are resolved there; a bad one is reported as the GPU
-  // path reports it, and nothing is read.
-  std::vector<std::uint64_t> rows(n);
-  std::uint64_t first_bad = no_bad_position;
-  call_slot slot = take_slot();
-  try {
-    const void* host_idx = fetch_index(slot, idx, n * index_bytes, stream, poll);
-    const auto resolve = [&]<class I>(const I* ix) {
-      for (std::uint64_t k = 0; k < n; ++k)
-        if (!resolve_index(ix[k], rows_, rows[k])) {
-          first_bad = k;
-          return;
-        }
-    };
-    if (index_bytes == 4)
-      resolve(static_cast<const std::int32_t*>(host_idx));
-    else
-      resolve(static_cast<const std::int64_t*>(host_idx));
-  } catch (...) {
-    destroy_call_slot(slot);
-    throw;
-  }
-  give_back(slot);
-  if (first_bad != no_bad_position) return first_bad;
-  try {
-    base_->gather_on_host(rows.data(), n, row_bytes_, out, stream, poll);
-  } catch (const warpstore::runtime_error& e) {
-    if (e.kind() == error_kind::cancelled) throw cancelled();
-    throw;
-  }
-  host_gathers_.fetch_add(1, std::memory_order_relaxed);
-  return no_bad_position;
 }
 
 erased_array::started erased_array::start(const void* idx, std::uint32_t index_bytes,

@@ -50,10 +50,6 @@ struct call_slot {
   // memory, grown as needed, kept with the slot).
   void* sort_space = nullptr;
   std::size_t sort_bytes = 0;
-  // A gather on the CPU's copy of its indices (pinned host memory, grown
-  // as needed, kept with the slot).
-  void* index_copy = nullptr;
-  std::size_t index_copy_bytes = 0;
 };
 
 // Called every few milliseconds by the thread that waits for a gather;
@@ -108,7 +104,7 @@ class erased_array {
   // admit_misses(): every gather of an array that may admit misses, the
   // large ones of one that may sort.
   bool samples_cache(std::uint64_t n) const {
-    return admitting_ || (sortable_ && n >= sort_rows_) || (host_capable_ && n >= host_rows_);
+    return admitting_ || (sortable_ && n >= sort_rows_);
   }
   // array_ref::admit_misses for the next gather: options::gather_miss_admit
   // while the cache's lookups since the last sample missed on 3 in 4 or
@@ -127,21 +123,6 @@ class erased_array {
   // scratch (about 24 bytes a position, about 100 MiB at this size) stay
   // with the call's slot while the array is open.
   static constexpr std::uint64_t sort_max_rows = std::uint64_t{1} << 22;
-  // Whether a synchronous gather of n positions runs on the CPU
-  // (options::gather_host_rows): the bulk reader's threads copy its rows
-  // from the memory controller's host memory. Rows of at most
-  // host_max_row_bytes (or of host_sorted_row_bytes where the gather
-  // would sort: a sorted GPU gather reads larger rows faster), n at least
-  // gather_host_rows, an array larger than gather_sort_bytes, read-only,
-  // while its gathers miss on 3 lookups in 4 or more (until fewer than 1 in
-  // 2); one in host_probe of them goes through the cache all the same, to
-  // sample the cache and admit lines.
-  bool gathers_on_host(std::uint64_t n) const;
-  static constexpr std::uint64_t host_max_row_bytes = 512;
-  static constexpr std::uint64_t host_sorted_row_bytes = 256;
-  static constexpr std::uint64_t host_probe = 8;
-  // Gathers that ran on the CPU (Array.stats()["host_gathers"]).
-  std::uint64_t host_gathers() const { return host_gathers_.load(std::memory_order_relaxed); }
   // Gathers that went in row order (Array.stats()["sorted_gathers"]).
   std::uint64_t sorted_gathers() const { return sorted_gathers_.load(std::memory_order_relaxed); }
   void count_sorted() const { sorted_gathers_.fetch_add(1, std::memory_order_relaxed); }
@@ -184,9 +165,6 @@ class erased_array {
  private:
   call_slot take_slot() const;
   void give_back(call_slot s) const;
-  // The synchronous gather on the CPU (gathers_on_host).
-  std::uint64_t gather_on_host(const void* idx, std::uint32_t index_bytes, std::uint64_t n,
-                               void* out, std::uintptr_t stream, const interrupt_poll& poll) const;
 
   std::uint64_t rows_;
   std::uint64_t row_bytes_;
@@ -216,14 +194,6 @@ class erased_array {
   mutable std::mutex totals_mutex_;
   mutable std::uint64_t seen_lookups_ = 0, seen_misses_ = 0;
   mutable std::atomic<bool> sort_next_{true};
-  // gathers_on_host: whether the array may (host_capable_), whether its
-  // last sampled gathers missed enough (host_next_), the gathers that
-  // could have (host_turn_, for the probes), and those that did.
-  bool host_capable_ = false;
-  std::uint64_t host_rows_ = 0;
-  mutable std::atomic<bool> host_next_{false};
-  mutable std::atomic<std::uint64_t> host_turn_{0};
-  mutable std::atomic<std::uint64_t> host_gathers_{0};
   mutable std::atomic<std::uint64_t> sorted_gathers_{0};
 };
 
@@ -257,12 +227,6 @@ void launch_gather(const erased_array& a, const void* idx, std::uint32_t index_b
 // before (tens of microseconds in all).
 constexpr std::uint64_t late_wait_ns = 100'000;
 void wait_gather(const call_slot& slot, const interrupt_poll& poll, const late_hook& late = {});
-// The first `bytes` of a gather's indices (GPU memory, `stream` orders
-// them) copied to host memory kept with the slot, once they are there:
-// waits as wait_gather does (raises `cancelled` if poll asked to stop).
-// GPU target only.
-const void* fetch_index(call_slot& slot, const void* idx, std::size_t bytes,
-                        std::uintptr_t stream, const interrupt_poll& poll);
 // Whether the slot's gather has ended (never blocks).
 bool gather_done(const call_slot& slot);
 

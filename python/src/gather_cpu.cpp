@@ -35,13 +35,6 @@ void destroy_call_slot(call_slot& s) noexcept {
   s = call_slot{};
 }
 
-// Gathers on the CPU target run on CPU threads already (launch_gather):
-// erased_array::gathers_on_host is never true here.
-const void* fetch_index(call_slot&, const void*, std::size_t, std::uintptr_t,
-                        const interrupt_poll&) {
-  throw warpstore::runtime_error("fetch_index: indices are host memory on the CPU target");
-}
-
 namespace {
 
 // How often the calling thread asks whether to cancel.

@@ -5,7 +5,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <bit>
 #include <chrono>
 #include <thread>
 
@@ -54,7 +53,6 @@ void destroy_call_slot(call_slot& s) noexcept {
   }
   if (s.event != nullptr) cudaEventDestroy(static_cast<cudaEvent_t>(s.event));
   if (s.sort_space != nullptr) cudaFree(s.sort_space);
-  runtime::free_host_mapped(s.index_copy);
   runtime::free_host_mapped(s.host);
   runtime::free_device(s.device);
   s = call_slot{};
@@ -130,32 +128,6 @@ void wait_gather(const call_slot& slot, const interrupt_poll& poll, const late_h
   const auto cs = static_cast<cudaStream_t>(slot.cancel_stream);
   WARPSTORE_CUDA_TRY(cudaMemsetAsync(&slot.device->cancel, 0, sizeof slot.device->cancel, cs));
   WARPSTORE_CUDA_TRY(cudaStreamSynchronize(cs));
-}
-
-const void* fetch_index(call_slot& slot, const void* idx, std::size_t bytes,
-                        std::uintptr_t stream, const interrupt_poll& poll) {
-  if (slot.index_copy_bytes < bytes) {
-    // Grown to a power of two (the slot's last call is over: its copy is free).
-    const std::size_t want = std::bit_ceil(std::max<std::size_t>(bytes, std::size_t{64} << 10));
-    runtime::free_host_mapped(slot.index_copy);
-    slot.index_copy = nullptr;
-    slot.index_copy_bytes = 0;
-    slot.index_copy = runtime::alloc_host_mapped(want);
-    slot.index_copy_bytes = want;
-  }
-  const auto s = reinterpret_cast<cudaStream_t>(stream);
-  WARPSTORE_CUDA_TRY(cudaMemcpyAsync(slot.index_copy, idx, bytes, cudaMemcpyDeviceToHost, s));
-  WARPSTORE_CUDA_TRY(cudaEventRecord(static_cast<cudaEvent_t>(slot.event), s));
-  // A cancel asked while the copy waits behind the stream's work: the copy
-  // still ends (nothing reads the device record's flag here, which is
-  // reset for the slot's next call), and the gather is not started.
-  if (wait_interruptibly(static_cast<cudaEvent_t>(slot.event), slot, poll, {})) {
-    const auto cs = static_cast<cudaStream_t>(slot.cancel_stream);
-    WARPSTORE_CUDA_TRY(cudaMemsetAsync(&slot.device->cancel, 0, sizeof slot.device->cancel, cs));
-    WARPSTORE_CUDA_TRY(cudaStreamSynchronize(cs));
-    throw cancelled();
-  }
-  return slot.index_copy;
 }
 
 bool gather_done(const call_slot& slot) {

@@ -19,7 +19,7 @@ def test_the_table_is_the_extensions():
     tuning = {t["name"] for t in settings.TABLE if t["group"] == "tuning"}
     assert tuning == {"combine_writes", "eager_write_back", "overlapped_eviction", "deliver",
                       "write_behind_bytes", "combine_reads", "queue_spread", "gather_sm_share",
-                      "gather_sort_rows", "gather_sort_bytes", "gather_miss_admit", "gather_host_rows",
+                      "gather_sort_rows", "gather_sort_bytes", "gather_miss_admit",
                       "fetch_priority", "read_ahead", "read_ahead_cache", "bulk_chunk"}
 
 

@@ -439,9 +439,7 @@ class Array:
         """Cache and controller counters: hits, misses, evictions, bytes (read from storage),
         ..., sorted_gathers (GPU gathers that read their rows in file order) and
         admitting_gathers (GPU gathers that cached one missed line in
-        ``WARPSTORE_GATHER_MISS_ADMIT`` and read the other misses around the cache) and
-        host_gathers (GPU gathers whose rows CPU threads copied from host memory,
-        ``WARPSTORE_GATHER_HOST_ROWS``)."""
+        ``WARPSTORE_GATHER_MISS_ADMIT`` and read the other misses around the cache)."""
         self._check_process()
         return dict(self._impl.stats())
 

@@ -141,20 +141,6 @@ void array_base::read_range(std::uint64_t first_byte, std::uint64_t bytes, void*
               bulk_chunk_);
 }
 
-void array_base::gather_on_host(const std::uint64_t* rows, std::uint64_t n,
-                                std::uint64_t row_bytes, void* dst, std::uintptr_t stream,
-                                const std::function<bool()>& interrupt) {
-  if (!gathers_on_host())
-    throw invalid_argument(path() + ": gathers on the CPU need a read-only array over a "
-                                    "controller that holds the file in host memory (memory), "
-                                    "not the " + std::string(controller_->name()) + " controller",
-                           path());
-  if (n == 0) return;
-  controller_->check();  // the file has not shrunk under the mapping
-  bulk_->gather(controller_->host_bytes() + byte_offset_, size_bytes(), row_bytes, rows, n, dst,
-                stream, interrupt);
-}
-
 array_base::~array_base() {
   try {
     if (controller_ && controller_->file().writable()) flush();

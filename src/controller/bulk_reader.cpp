@@ -109,11 +109,6 @@ struct bulk_reader::call {
   bool device = false;  // dst is GPU memory
   std::uint64_t first_chunk = 0, chunks = 0;
   const std::function<bool()>* interrupt = nullptr;
-  // A gather (rows != nullptr): positions [0, end) in chunks of `chunk`
-  // positions, row rows[k] of src to dst + k * row_bytes.
-  const std::byte* src = nullptr;
-  std::uint64_t src_bytes = 0, row_bytes = 0;
-  const std::uint64_t* rows = nullptr;
   std::atomic<std::uint64_t> next{0};
   std::uint64_t chunk = 0;  // this call's chunk size
   std::atomic<bool> stop{false};
@@ -324,40 +319,6 @@ void bulk_reader::read(const backing_file& file, std::uint64_t offset, std::uint
   c.chunks = (c.end - 1) / c.chunk - c.first_chunk + 1;
   c.interrupt = interrupt ? &interrupt : nullptr;
 
-  run(c, interrupt, "bulk read of '" + file.path() + "'", file.path(), offset);
-}
-
-void bulk_reader::gather(const std::byte* src, std::uint64_t src_bytes, std::uint64_t row_bytes,
-                         const std::uint64_t* rows, std::uint64_t n, void* dst,
-                         std::uintptr_t stream, const std::function<bool()>& interrupt) {
-  if (n == 0) return;
-  if (src == nullptr || dst == nullptr || rows == nullptr)
-    throw invalid_argument("warpstore: row gather with a null pointer");
-  if (row_bytes == 0 || row_bytes > chunk_)
-    throw invalid_argument("warpstore: row gather of " + std::to_string(row_bytes) +
-                           "-byte rows: rows of 1 to " + std::to_string(chunk_) +
-                           " bytes (the bulk chunk)");
-  call c;
-  c.src = src;
-  c.src_bytes = src_bytes;
-  c.row_bytes = row_bytes;
-  c.rows = rows;
-  c.end = n;
-  c.dst = static_cast<std::byte*>(dst);
-  c.stream = stream;
-  c.device = runtime::is_device_memory(dst);
-  // About two chunks a thread, at least min_gather_chunk_rows positions,
-  // at most a buffer's worth.
-  const std::uint64_t even = (n + 2 * std::uint64_t{threads_} - 1) / (2 * std::uint64_t{threads_});
-  c.chunk = std::clamp(even, std::min(min_gather_chunk_rows, chunk_ / row_bytes), chunk_ / row_bytes);
-  c.first_chunk = 0;
-  c.chunks = (n + c.chunk - 1) / c.chunk;
-  c.interrupt = interrupt ? &interrupt : nullptr;
-  run(c, interrupt, "row gather", {}, 0);
-}
-
-void bulk_reader::run(call& c, const std::function<bool()>& interrupt, const std::string& what,
-                      const std::string& path, std::uint64_t offset) {
   const auto want = static_cast<unsigned>(std::min<std::uint64_t>(c.chunks, threads_));
   const std::vector<lane*> lanes = take_lanes(want, interrupt);
   try {
@@ -384,35 +345,13 @@ void bulk_reader::run(call& c, const std::function<bool()>& interrupt, const std
 
   std::lock_guard<std::mutex> lock(c.m);
   if (c.error) std::rethrow_exception(c.error);
-  if (c.cancelled) throw runtime_error(what + " cancelled", cancelled_info(path, offset));
-}
-
-void bulk_reader::gather_chunk(const call& c, std::uint64_t first, std::uint64_t last,
-                               std::byte* out) {
-  const std::uint64_t rb = c.row_bytes;
-  // Rows are checked first: a bad one copies nothing of its chunk.
-  for (std::uint64_t k = first; k < last; ++k) {
-    const std::uint64_t r = c.rows[k];
-    if (r != skip_row && (r >= c.src_bytes / rb))
-      throw invalid_argument("warpstore: row gather: row " + std::to_string(r) +
-                             " (at position " + std::to_string(k) + ") is past the " +
-                             std::to_string(c.src_bytes / rb) + " rows");
-  }
-  // A few rows ahead are asked for while one is copied: random rows of a
-  // large mapping each miss the TLB and the caches.
-  constexpr std::uint64_t ahead = 8;
-  for (std::uint64_t k = first; k < last; ++k) {
-    if (k + ahead < last && c.rows[k + ahead] != skip_row)
-      __builtin_prefetch(c.src + c.rows[k + ahead] * rb);
-    const std::uint64_t r = c.rows[k];
-    if (r != skip_row) std::memcpy(out + (k - first) * rb, c.src + r * rb, rb);
-  }
+  if (c.cancelled) throw runtime_error("bulk read of '" + file.path() + "' cancelled",
+                                       cancelled_info(file.path(), offset));
 }
 
 void bulk_reader::work(call& c, lane& l, bool caller) {
-  // A read's file (none for a gather).
-  const backing_file* file = c.file;
-  const std::uint64_t align = file != nullptr && file->direct() ? file->direct_alignment() : 1;
+  const backing_file& file = *c.file;
+  const std::uint64_t align = file.direct() ? file.direct_alignment() : 1;
   unsigned k = 0;  // chunks this thread sent through its buffers
   std::uint64_t polled = 0;  // the first poll comes before the first chunk
   try {
@@ -432,28 +371,13 @@ void bulk_reader::work(call& c, lane& l, bool caller) {
       if (c.stop.load(std::memory_order_relaxed)) break;
       const std::uint64_t i = c.next.fetch_add(1, std::memory_order_relaxed);
       if (i >= c.chunks) break;
-      if (c.rows != nullptr) {
-        const std::uint64_t first = i * c.chunk, last = std::min(c.end, first + c.chunk);
-        std::byte* out = c.dst + first * c.row_bytes;
-        if (!c.device) {
-          gather_chunk(c, first, last, out);
-          continue;
-        }
-        std::byte* buf = l.buffer(k, chunk_);
-        l.uploads->wait_mark(k);  // the copy out of this buffer is done
-        gather_chunk(c, first, last, buf);
-        l.uploads->copy(out, buf, (last - first) * c.row_bytes);
-        l.uploads->mark(k);
-        ++k;
-        continue;
-      }
       const std::uint64_t from = std::max(c.offset, (c.first_chunk + i) * c.chunk);
       const std::uint64_t to = std::min(c.end, (c.first_chunk + i + 1) * c.chunk);
       std::byte* out = c.dst + (from - c.offset);
       const bool aligned = from % align == 0 && to % align == 0 &&
                            reinterpret_cast<std::uintptr_t>(out) % align == 0;
       if (!c.device && aligned) {
-        read_span(*file, out, from, to - from, to - from);
+        read_span(file, out, from, to - from, to - from);
         continue;
       }
       // Through a buffer: the O_DIRECT window around [from, to) stays inside
@@ -461,7 +385,7 @@ void bulk_reader::work(call& c, lane& l, bool caller) {
       const std::uint64_t lo = round_down(from, align), hi = round_up(to, align);
       std::byte* buf = l.buffer(k, chunk_);
       if (c.device) l.uploads->wait_mark(k);  // the copy out of this buffer is done
-      read_span(*file, buf, lo, hi - lo, to - lo);
+      read_span(file, buf, lo, hi - lo, to - lo);
       if (c.device) {
         l.uploads->copy(out, buf + (from - lo), to - from);
         l.uploads->mark(k);

@@ -30,7 +30,6 @@
 #include <functional>
 #include <memory>
 #include <mutex>
-#include <string>
 #include <vector>
 
 #include "warpstore/controller.h"
@@ -101,23 +100,6 @@ class bulk_reader {
             std::uintptr_t stream = 0, const std::function<bool()>& interrupt = {},
             std::uint64_t max_chunk = 0);
 
-  // Row gather from host memory: copies row rows[k] of `src` (row_bytes
-  // each; src holds src_bytes) to dst + k * row_bytes for k in [0, n),
-  // skipping positions whose row is skip_row. The positions are cut into
-  // chunks taken in turn by the caller and its lanes' helpers, as read()
-  // does; a GPU destination goes through the lanes' pinned buffers and copy
-  // streams, so one lane's rows are copied while it gathers the next.
-  // Rows of at most chunk_bytes(). Raises invalid_argument for a row past
-  // src_bytes (nothing is copied for it), runtime_error of kind cancelled
-  // like read(). Any number of threads may call at once.
-  static constexpr std::uint64_t skip_row = ~std::uint64_t{0};
-  // The fewest positions in a gather's chunk: a helper that wakes late
-  // should find work, but a chunk is worth a wake-up.
-  static constexpr std::uint64_t min_gather_chunk_rows = 256;
-  void gather(const std::byte* src, std::uint64_t src_bytes, std::uint64_t row_bytes,
-              const std::uint64_t* rows, std::uint64_t n, void* dst, std::uintptr_t stream = 0,
-              const std::function<bool()>& interrupt = {});
-
  private:
   struct lane;
   struct call;
@@ -132,13 +114,7 @@ class bulk_reader {
   void hand_out(call& c, const std::vector<lane*>& lanes);
   void start_helper(lane& l);  // under mutex_
   void serve(lane& l);         // a helper thread
-  // Takes lanes for c's chunks, works them with their helpers, and raises
-  // what failed (`what` names the call in a cancel's message).
-  void run(call& c, const std::function<bool()>& interrupt, const std::string& what,
-           const std::string& path, std::uint64_t offset);
   void work(call& c, lane& l, bool caller);
-  // One chunk of a gather: its positions' rows to `out` (host memory).
-  static void gather_chunk(const call& c, std::uint64_t first, std::uint64_t last, std::byte* out);
 
   std::uint64_t chunk_;
   unsigned threads_;

@@ -33,7 +33,6 @@ class memory_controller final : public controller {
   const std::byte* data() const { return bytes_; }
   // Whether the file's own pages are mapped and pinned (no copy).
   bool maps_file() const override { return map_ != nullptr; }
-  const std::byte* host_bytes() const override { return bytes_; }
   void make_durable() override;
   // Raises file_error (ESTALE) once the file is shorter than at open: its
   // bytes past the new end are gone from the file but not from this
