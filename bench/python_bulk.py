@@ -32,7 +32,8 @@ import time
 import numpy as np
 
 import warpstore
-from warpstore._tools import GOLDEN, human_bytes, import_kvikio, result, table, write_pattern_file, write_results
+from warpstore._tools import (GOLDEN, bulk_breakdown, human_bytes, import_kvikio, result, table,
+                              write_pattern_file, write_results)
 
 SEED = 0
 
@@ -132,7 +133,11 @@ def run(path, sizes, repeat, json_path, command):
 
             clear()
 
+            ext = warpstore.backend()
+            before = ext.bulk_stats()
             timed("warpstore", ws)
+            # Where warpstore's reads' time went, summed over the timed reads.
+            breakdown = bulk_breakdown(before, ext.bulk_stats())
             wrong["warpstore"] = mismatched_bytes(out, 0, n)
 
             if kvikio is not None:
@@ -174,7 +179,8 @@ def run(path, sizes, repeat, json_path, command):
                 params = dict(bytes=n, file_bytes=total, repeat=repeat, direct="off",
                               page_cache="warm", target="cuda" if cuda else "cpu",
                               chunk_bytes=4 << 20, figure="best of repeat",
-                              warpstore=spread["warpstore"], other=spread.get(base))
+                              warpstore=dict(spread["warpstore"], breakdown=breakdown),
+                              other=spread.get(base))
                 if base == "kvikio":
                     params["kvikio"] = kvikio_note
                 names = [f"bulk.read.{label}.vs_{base}"]

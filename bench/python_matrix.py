@@ -99,8 +99,8 @@ import numpy as np
 
 import warpstore
 from warpstore._array import _row_line
-from warpstore._tools import (GOLDEN, git_commit, human_bytes, import_kvikio, parse_size, table,
-                              write_pattern_file)
+from warpstore._tools import (GOLDEN, bulk_breakdown, git_commit, human_bytes, import_kvikio,
+                              parse_size, table, write_pattern_file)
 from warpstore.cli import _Parser, _fail, _list, _positive
 
 ROW_SIZES = {"128B": 128, "400B": 400, "512B": 512, "4096B": 4096, "16384B": 16384}
@@ -181,6 +181,7 @@ class _BulkRun:
         self.m, self.x, self.path, self.size = m, matrix, path, size
         self.rows = size // CHUNK
         self.extra, self.secs, self.wrong, self.checked = {}, [], 0, 0
+        self.breakdown = []  # warpstore: where each read's time went (bulk_stats)
         self.arr = None
         torch, x, rows = matrix.torch, matrix, self.rows
         if m.startswith("warpstore"):
@@ -225,10 +226,14 @@ class _BulkRun:
         if self.arr is not None:
             self.arr.clear_cache()  # every read from the file
         x.sync()
+        stats = self.arr is not None and hasattr(x.ext, "bulk_stats")
+        before = x.ext.bulk_stats() if stats else None
         t = time.perf_counter()
         out = self.fn()
         x.sync()
         self.secs.append(time.perf_counter() - t)
+        if stats:
+            self.breakdown.append(bulk_breakdown(before, x.ext.bulk_stats()))
         w, c = x.verify(out.reshape(self.rows, CHUNK), x.torch.arange(self.rows), CHUNK)
         self.wrong, self.checked = self.wrong + w, self.checked + c
 
@@ -248,6 +253,8 @@ class _BulkRun:
         extra = dict(self.extra, figure=f"best of reps, the methods taking turns ({reps} rounds)",
                      median_gb_s=round(self.size / statistics.median(self.secs) / 1e9, 4),
                      rep_gb_s=[round(self.size / t / 1e9, 4) for t in self.secs])
+        if self.breakdown:
+            extra["rep_breakdown"] = self.breakdown
         return dict(gb_s=self.size / best / 1e9, seconds=best, wrong=self.wrong,
                     checked=self.checked, extra=extra)
 

@@ -171,6 +171,25 @@ struct controller_stats {
   std::uint64_t sync_ns = 0;
 };
 
+// What the process's bulk reads (array_base::read_range, Array.read) did
+// since the process (a forked child: since its first bulk read) made its
+// reader: where a slow read's time went. Times in nanoseconds; those marked
+// "summed" add up every thread of a call (the caller and its helpers).
+struct bulk_read_stats {
+  std::uint64_t calls = 0;
+  std::uint64_t bytes = 0;
+  std::uint64_t chunks = 0;
+  std::uint64_t caller_chunks = 0;  // chunks the calling threads read themselves
+  std::uint64_t lanes = 0;          // lanes the calls took, summed over calls
+  std::uint64_t call_ns = 0;        // calls' wall time
+  std::uint64_t read_ns = 0;        // summed: in pread
+  std::uint64_t buffer_wait_ns = 0; // summed: waiting for a pinned buffer's last copy
+  std::uint64_t drain_ns = 0;       // summed: waiting for a thread's copies at its end
+  std::uint64_t wake_ns = 0;        // summed over helpers: from hand-out to their first chunk
+  std::uint64_t helpers = 0;        // helpers handed a call, summed over calls
+};
+bulk_read_stats bulk_read_totals();
+
 class controller {
  public:
   virtual ~controller() = default;

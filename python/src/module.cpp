@@ -18,6 +18,7 @@
 
 #include "binding.h"
 #include "gather.h"
+#include "warpstore/controller.h"
 #include "warpstore/error.h"
 #include "warpstore/runtime.h"
 #if WARPSTORE_PY_GPU
@@ -42,6 +43,29 @@ NB_MODULE(WARPSTORE_PY_MODULE, m) {
   // are not in the child, so they must never be freed there): no warnings.
   m.def("quiet_leaks", [] { nb::set_leak_warnings(false); });
   m.def("device_name", &runtime::device_name);
+  m.def(
+      "bulk_stats",
+      [] {
+        const bulk_read_stats s = bulk_read_totals();
+        nb::dict d;
+        d["calls"] = s.calls;
+        d["bytes"] = s.bytes;
+        d["chunks"] = s.chunks;
+        d["caller_chunks"] = s.caller_chunks;
+        d["lanes"] = s.lanes;
+        d["helpers"] = s.helpers;
+        d["call_ns"] = s.call_ns;
+        d["read_ns"] = s.read_ns;
+        d["buffer_wait_ns"] = s.buffer_wait_ns;
+        d["drain_ns"] = s.drain_ns;
+        d["wake_ns"] = s.wake_ns;
+        return d;
+      },
+      "What the process's bulk reads (Array.read) did so far, for benchmarks: calls, bytes, "
+      "chunks (caller_chunks read by the calling threads), lanes and helpers taken (summed "
+      "over calls), and nanoseconds: call_ns (wall), read_ns (pread), buffer_wait_ns "
+      "(waiting for a pinned buffer's last copy), drain_ns (waiting for the last copies), "
+      "wake_ns (hand-out to a helper's first chunk), each summed over the threads");
   python::bind_settings(m);
   python::bind_load(m);
   python::bind_array(m);

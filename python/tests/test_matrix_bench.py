@@ -94,6 +94,14 @@ def test_cells_and_summaries(regimes):
         assert "taking turns" in p["figure"], p
         assert len(p["rep_gb_s"]) == p["reps"]
         assert max(p["rep_gb_s"]) == pytest.approx(r["value"], rel=0.01, abs=1e-4)
+        # warpstore's reads say where their time went, one entry a read.
+        if ".warpstore_" in r["name"]:
+            assert len(p["rep_breakdown"]) == p["reps"], p
+            for b in p["rep_breakdown"]:
+                assert b["calls"] == 1 and b["lanes"] >= 1 and b["chunks"] >= 1, b
+                assert b["read_ms"] > 0 and b["call_ms"] > 0, b
+        else:
+            assert "rep_breakdown" not in p
 
 
 def test_left_out_listed_with_reasons(regimes):

@@ -68,6 +68,25 @@ def test_contiguous_slices_are_bulk_reads_and_others_gather(rows):
         assert a.stats()["misses"] > 0
 
 
+def test_bulk_stats_count_each_read(rows):
+    # The process's bulk reader says what each read did (for benchmarks:
+    # where a slow read's time went).
+    from warpstore._backend import backend
+
+    path, data = rows
+    ext = backend()
+    with open_rows(path) as a:
+        before = ext.bulk_stats()
+        eq(a.read(123, 4567), data[123:4567])
+        after = ext.bulk_stats()
+    d = {k: after[k] - before[k] for k in after}
+    assert d["calls"] == 1 and d["bytes"] == (4567 - 123) * 37 * 4, d
+    assert 0 < d["caller_chunks"] <= d["chunks"], d
+    assert d["lanes"] >= 1 and d["helpers"] == d["lanes"] - 1, d
+    assert d["read_ns"] > 0 and d["call_ns"] > 0, d
+    assert (d["wake_ns"] > 0) == (d["helpers"] > 0), d
+
+
 def test_one_dimensional_and_byte_swapped(tmp_path):
     data = (np.arange(100_003) * 7919).astype(">i8")
     path = write(tmp_path / "be.i8", data)

@@ -173,6 +173,19 @@ def timed_threads(target, count):
     return time.perf_counter() - t0
 
 
+def bulk_breakdown(before, after):
+    """Where bulk reads' time went between two calls of the extension's
+    bulk_stats(): calls, lanes and helpers taken, chunks (those the calling
+    threads read), and milliseconds summed over the reads' threads (call:
+    wall; read: in pread; buffer_wait: for a pinned buffer's last copy;
+    drain: for the last copies; wake: hand-out to a helper's first chunk)."""
+    d = {k: after[k] - before[k] for k in after}
+    out = {k: d[k] for k in ("calls", "lanes", "helpers", "chunks", "caller_chunks")}
+    out.update({k[:-3] + "_ms": round(d[k] * 1e-6, 3)
+                for k in ("call_ns", "read_ns", "buffer_wait_ns", "drain_ns", "wake_ns")})
+    return out
+
+
 def write_results(path, study, device, command, results):
     """Writes bench/results/<study>.json in the docs/RESULTS.md format."""
     doc = {

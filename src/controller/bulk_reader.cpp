@@ -112,9 +112,11 @@ struct bulk_reader::call {
   std::atomic<std::uint64_t> next{0};
   std::uint64_t chunk = 0;  // this call's chunk size
   std::atomic<bool> stop{false};
+  std::uint64_t handed_at = 0;  // steady_ns() as the helpers were woken
   std::mutex m;
   std::condition_variable helpers_done;
   unsigned helpers = 0;      // under m: helpers still working for the call
+  unsigned helpers_handed = 0;  // under m: helpers the call was handed to
   std::exception_ptr error;  // the first, under m
   bool cancelled = false;    // under m
 
@@ -176,6 +178,25 @@ std::uint64_t bulk_reader::call_chunk_bytes(std::uint64_t bytes) const {
   const std::uint64_t floor = std::min(chunk_, min_call_chunk_bytes);
   const std::uint64_t even = round_up(bytes / (std::uint64_t{threads_} * 4), chunk_granule);
   return std::clamp(even, floor, chunk_);
+}
+
+bulk_read_stats bulk_reader::stats() const {
+  const auto get = [](const std::atomic<std::uint64_t>& a) {
+    return a.load(std::memory_order_relaxed);
+  };
+  bulk_read_stats s;
+  s.calls = get(counts_.calls);
+  s.bytes = get(counts_.bytes);
+  s.chunks = get(counts_.chunks);
+  s.caller_chunks = get(counts_.caller_chunks);
+  s.lanes = get(counts_.lanes);
+  s.call_ns = get(counts_.call_ns);
+  s.read_ns = get(counts_.read_ns);
+  s.buffer_wait_ns = get(counts_.buffer_wait_ns);
+  s.drain_ns = get(counts_.drain_ns);
+  s.wake_ns = get(counts_.wake_ns);
+  s.helpers = get(counts_.helpers);
+  return s;
 }
 
 unsigned bulk_reader::live_helpers() {
@@ -244,6 +265,7 @@ void bulk_reader::hand_out(call& c, const std::vector<lane*>& lanes) {
     // Only its idle cleanup waits for it: the next call starts it again.
   }
   unsigned handed = 0;
+  c.handed_at = steady_ns();
   try {
     for (std::size_t i = 1; i < lanes.size(); ++i) {
       start_helper(*lanes[i]);
@@ -257,6 +279,7 @@ void bulk_reader::hand_out(call& c, const std::vector<lane*>& lanes) {
   // Before any helper can end: each needs mutex_ to see its job.
   std::lock_guard<std::mutex> call_lock(c.m);
   c.helpers = handed;
+  c.helpers_handed = handed;
 }
 
 void bulk_reader::serve(lane& l) {
@@ -319,8 +342,12 @@ void bulk_reader::read(const backing_file& file, std::uint64_t offset, std::uint
   c.chunks = (c.end - 1) / c.chunk - c.first_chunk + 1;
   c.interrupt = interrupt ? &interrupt : nullptr;
 
+  const std::uint64_t began = steady_ns();
   const auto want = static_cast<unsigned>(std::min<std::uint64_t>(c.chunks, threads_));
   const std::vector<lane*> lanes = take_lanes(want, interrupt);
+  counts_.calls.fetch_add(1, std::memory_order_relaxed);
+  counts_.bytes.fetch_add(bytes, std::memory_order_relaxed);
+  counts_.lanes.fetch_add(lanes.size(), std::memory_order_relaxed);
   try {
     if (c.device) {
       // Every lane's stream on the caller's device, made here (helpers make
@@ -342,6 +369,8 @@ void bulk_reader::read(const backing_file& file, std::uint64_t offset, std::uint
     c.helpers_done.wait(lock, [&] { return c.helpers == 0; });
   }
   give_back(lanes);
+  counts_.helpers.fetch_add(c.helpers_handed, std::memory_order_relaxed);
+  counts_.call_ns.fetch_add(steady_ns() - began, std::memory_order_relaxed);
 
   std::lock_guard<std::mutex> lock(c.m);
   if (c.error) std::rethrow_exception(c.error);
@@ -354,6 +383,15 @@ void bulk_reader::work(call& c, lane& l, bool caller) {
   const std::uint64_t align = file.direct() ? file.direct_alignment() : 1;
   unsigned k = 0;  // chunks this thread sent through its buffers
   std::uint64_t polled = 0;  // the first poll comes before the first chunk
+  // This thread's share of stats(), added once at its end.
+  std::uint64_t chunks = 0, read_ns = 0, buffer_wait_ns = 0, drain_ns = 0;
+  if (!caller)
+    counts_.wake_ns.fetch_add(steady_ns() - c.handed_at, std::memory_order_relaxed);
+  const auto timed = [](std::uint64_t& into, auto&& f) {
+    const std::uint64_t t = steady_ns();
+    f();
+    into += steady_ns() - t;
+  };
   try {
     if (c.device) {
       if (!caller) l.uploads->use_device();
@@ -371,21 +409,23 @@ void bulk_reader::work(call& c, lane& l, bool caller) {
       if (c.stop.load(std::memory_order_relaxed)) break;
       const std::uint64_t i = c.next.fetch_add(1, std::memory_order_relaxed);
       if (i >= c.chunks) break;
+      ++chunks;
       const std::uint64_t from = std::max(c.offset, (c.first_chunk + i) * c.chunk);
       const std::uint64_t to = std::min(c.end, (c.first_chunk + i + 1) * c.chunk);
       std::byte* out = c.dst + (from - c.offset);
       const bool aligned = from % align == 0 && to % align == 0 &&
                            reinterpret_cast<std::uintptr_t>(out) % align == 0;
       if (!c.device && aligned) {
-        read_span(file, out, from, to - from, to - from);
+        timed(read_ns, [&] { read_span(file, out, from, to - from, to - from); });
         continue;
       }
       // Through a buffer: the O_DIRECT window around [from, to) stays inside
       // the chunk, since chunk boundaries are aligned.
       const std::uint64_t lo = round_down(from, align), hi = round_up(to, align);
       std::byte* buf = l.buffer(k, chunk_);
-      if (c.device) l.uploads->wait_mark(k);  // the copy out of this buffer is done
-      read_span(file, buf, lo, hi - lo, to - lo);
+      // The copy out of this buffer is done.
+      if (c.device) timed(buffer_wait_ns, [&] { l.uploads->wait_mark(k); });
+      timed(read_ns, [&] { read_span(file, buf, lo, hi - lo, to - lo); });
       if (c.device) {
         l.uploads->copy(out, buf + (from - lo), to - from);
         l.uploads->mark(k);
@@ -394,7 +434,7 @@ void bulk_reader::work(call& c, lane& l, bool caller) {
         std::memcpy(out, buf + (from - lo), to - from);
       }
     }
-    if (c.device) l.uploads->synchronize();
+    if (c.device) timed(drain_ns, [&] { l.uploads->synchronize(); });
   } catch (...) {
     c.fail(std::current_exception());
     // The buffers go back to the pool: no copy may still read them.
@@ -406,6 +446,17 @@ void bulk_reader::work(call& c, lane& l, bool caller) {
       }
     }
   }
+  counts_.chunks.fetch_add(chunks, std::memory_order_relaxed);
+  if (caller) counts_.caller_chunks.fetch_add(chunks, std::memory_order_relaxed);
+  counts_.read_ns.fetch_add(read_ns, std::memory_order_relaxed);
+  counts_.buffer_wait_ns.fetch_add(buffer_wait_ns, std::memory_order_relaxed);
+  counts_.drain_ns.fetch_add(drain_ns, std::memory_order_relaxed);
 }
 
 }  // namespace warpstore::host_detail
+
+namespace warpstore {
+
+bulk_read_stats bulk_read_totals() { return host_detail::bulk_reader::acquire()->stats(); }
+
+}  // namespace warpstore

@@ -25,6 +25,7 @@
 // its cache. Private to the library.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -78,6 +79,8 @@ class bulk_reader {
   bulk_reader& operator=(const bulk_reader&) = delete;
 
   std::uint64_t chunk_bytes() const { return chunk_; }
+  // What this reader's calls did so far (warpstore::bulk_read_stats).
+  bulk_read_stats stats() const;
   unsigned threads() const { return threads_; }
   // The chunk size of a call reading `bytes`.
   std::uint64_t call_chunk_bytes(std::uint64_t bytes) const;
@@ -124,6 +127,12 @@ class bulk_reader {
   std::vector<std::unique_ptr<lane>> lanes_;  // made on demand, up to threads_
   std::vector<lane*> free_;                   // under mutex_
   bool stopping_ = false;                     // under mutex_: the destructor runs
+  // stats(): each thread adds its share once a call.
+  struct counters {
+    std::atomic<std::uint64_t> calls{0}, bytes{0}, chunks{0}, caller_chunks{0}, lanes{0},
+        call_ns{0}, read_ns{0}, buffer_wait_ns{0}, drain_ns{0}, wake_ns{0}, helpers{0};
+  };
+  counters counts_;
 };
 
 }  // namespace warpstore::host_detail

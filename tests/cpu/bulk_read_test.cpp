@@ -225,6 +225,46 @@ TEST(BulkReadThreads, TheProcessReaderOutlivesItsArrays) {
   EXPECT_GE(first.use_count(), 2);  // held by the process as well
 }
 
+// stats() says what the calls did: their bytes, chunks and lanes, who
+// read the chunks, and where the time went (a host destination: no copies
+// to wait for).
+TEST(BulkReadThreads, StatsCountEachCall) {
+  test::pattern_file file(3u << 20);
+  const std::vector<std::byte> want = file_bytes(file.path());
+  backing_file f(file.path(), direct_io::off);
+  bulk_reader reader(bulk_reader::config{small_chunk, 3});
+  EXPECT_EQ(reader.stats().calls, 0u);
+  std::vector<std::byte> out(want.size());
+  reader.read(f, 0, want.size(), out.data());
+  reader.read(f, 100, 1000, out.data());
+  EXPECT_EQ(mismatches(want, 100, out.data(), 1000), 0u);
+  const bulk_read_stats s = reader.stats();
+  EXPECT_EQ(s.calls, 2u);
+  EXPECT_EQ(s.bytes, want.size() + 1000);
+  const std::uint64_t chunk = reader.call_chunk_bytes(want.size());
+  EXPECT_EQ(s.chunks, (want.size() + chunk - 1) / chunk + 1);  // the second call: one chunk
+  EXPECT_GE(s.caller_chunks, 1u);  // the second call's chunk (no helper there)
+  EXPECT_LE(s.caller_chunks, s.chunks);
+  EXPECT_EQ(s.lanes, 3u + 1u);
+  EXPECT_EQ(s.helpers, 2u);
+  EXPECT_GT(s.read_ns, 0u);
+  EXPECT_GT(s.call_ns, 0u);
+  EXPECT_GT(s.wake_ns, 0u);
+  EXPECT_EQ(s.buffer_wait_ns, 0u);
+  EXPECT_EQ(s.drain_ns, 0u);
+  // The process's reader is what bulk_read_totals() reports.
+  const bulk_read_stats before = bulk_read_totals();
+  options o;
+  o.cache_bytes = 256 << 10;
+  o.service_threads = 1;
+  o.queue_pairs = 1;
+  array<std::uint32_t> a(file.path(), 0, o);
+  a.read_range(0, 4096, out.data());
+  const bulk_read_stats after = bulk_read_totals();
+  EXPECT_EQ(after.calls, before.calls + 1);
+  EXPECT_EQ(after.bytes, before.bytes + 4096);
+}
+
 TEST(BulkReadThreads, RejectsBadConfigs) {
   EXPECT_THROW(bulk_reader(bulk_reader::config{small_chunk + 512, 1}), warpstore::invalid_argument);
   EXPECT_THROW(bulk_reader(bulk_reader::config{0, 1}), warpstore::invalid_argument);
