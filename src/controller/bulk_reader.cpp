@@ -116,7 +116,6 @@ struct bulk_reader::call {
   std::mutex m;
   std::condition_variable helpers_done;
   unsigned helpers = 0;      // under m: helpers still working for the call
-  unsigned helpers_handed = 0;  // under m: helpers the call was handed to
   std::exception_ptr error;  // the first, under m
   bool cancelled = false;    // under m
 
@@ -279,7 +278,7 @@ void bulk_reader::hand_out(call& c, const std::vector<lane*>& lanes) {
   // Before any helper can end: each needs mutex_ to see its job.
   std::lock_guard<std::mutex> call_lock(c.m);
   c.helpers = handed;
-  c.helpers_handed = handed;
+  counts_.helpers.fetch_add(handed, std::memory_order_relaxed);
 }
 
 void bulk_reader::serve(lane& l) {
@@ -369,7 +368,6 @@ void bulk_reader::read(const backing_file& file, std::uint64_t offset, std::uint
     c.helpers_done.wait(lock, [&] { return c.helpers == 0; });
   }
   give_back(lanes);
-  counts_.helpers.fetch_add(c.helpers_handed, std::memory_order_relaxed);
   counts_.call_ns.fetch_add(steady_ns() - began, std::memory_order_relaxed);
 
   std::lock_guard<std::mutex> lock(c.m);
