@@ -103,8 +103,12 @@ class backing_file {
   std::uint32_t logical_block_size() const { return logical_block_size_; }
 
   // Takes a write lock on bytes [first, end) of the file without waiting:
-  // an OFD lock (fcntl F_OFD_SETLK on fd()), which belongs to this open file
-  // description. Locks of other descriptions conflict, whether they belong
+  // an OFD lock (fcntl F_OFD_SETLK), which belongs to an open file
+  // description of this backing_file's own, opened for the locks alone (not
+  // fd(): the io_uring that reads fd() keeps its description alive after a
+  // killed process is reaped, until the kernel tears the ring down, and a
+  // lock on it would refuse a restarted writer meanwhile). Locks of other
+  // descriptions conflict, whether they belong
   // to another process or to another backing_file of this one (each
   // controller opens the file anew); locks through this backing_file never
   // conflict with each other, so arrays sharing a controller do not
@@ -130,6 +134,9 @@ class backing_file {
   file_access access_;
   int fd_ = -1;
   int buffered_fd_ = -1;
+  // The description the range locks are taken on, opened at the first
+  // lock_range (under locks_mutex_).
+  mutable int lock_fd_ = -1;
   bool direct_ = false;
   double resident_share_ = -1;
   std::uint64_t size_ = 0;

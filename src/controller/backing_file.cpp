@@ -255,6 +255,7 @@ std::shared_ptr<backing_file> backing_file::device_namespace(std::string name, s
 backing_file::~backing_file() {
   if (fd_ >= 0) ::close(fd_);
   if (buffered_fd_ >= 0) ::close(buffered_fd_);
+  if (lock_fd_ >= 0) ::close(lock_fd_);
 }
 
 std::uint64_t backing_file::capacity_blocks() const {
@@ -282,11 +283,29 @@ file_range_lock backing_file::lock_range(std::uint64_t first, std::uint64_t end)
   lock.bytes_ = {first, end};
   if (fd_ < 0) return lock;  // a device namespace: VFIO excludes other processes
   const std::lock_guard<std::mutex> guard(locks_mutex_);
+  if (lock_fd_ < 0) {
+    // The same file even if its path was renamed or replaced since: reopen
+    // fd_ through /proc (a new description of the same inode), or the path
+    // where /proc is not mounted, then make sure it is the same inode.
+    int fd = open_file("/proc/self/fd/" + std::to_string(fd_), false, access_);
+    if (fd < 0 && (errno == ENOENT || errno == ENOTDIR)) fd = open_file(path_, false, access_);
+    if (fd < 0) throw_errno(errno, "cannot open (for its byte-range locks)", path_);
+    struct stat mine {}, other {};
+    if (::fstat(fd_, &mine) != 0 || ::fstat(fd, &other) != 0 || mine.st_dev != other.st_dev ||
+        mine.st_ino != other.st_ino) {
+      ::close(fd);
+      throw file_error(ESTALE,
+                       "warpstore: '" + path_ + "' is no longer the file this array opened: "
+                       "cannot lock its bytes",
+                       path_);
+    }
+    lock_fd_ = fd;
+  }
   // A refused lock is looked up with F_OFD_GETLK, which may find that the
   // other writer let go meanwhile: then try again, a few times.
   for (int attempt = 0;; ++attempt) {
     struct flock fl = range_flock(F_WRLCK, first, end);
-    if (::fcntl(fd_, F_OFD_SETLK, &fl) == 0) {
+    if (::fcntl(lock_fd_, F_OFD_SETLK, &fl) == 0) {
       held_.push_back(lock.bytes_);
       lock.file_ = this;
       return lock;
@@ -296,7 +315,7 @@ file_range_lock backing_file::lock_range(std::uint64_t first, std::uint64_t end)
     if (err != EAGAIN && err != EACCES)
       throw_errno(err, "cannot lock bytes " + bytes + " (F_OFD_SETLK) of", path_);
     struct flock other = range_flock(F_WRLCK, first, end);
-    if (::fcntl(fd_, F_OFD_GETLK, &other) != 0)
+    if (::fcntl(lock_fd_, F_OFD_GETLK, &other) != 0)
       throw_errno(errno, "cannot look up the lock on bytes " + bytes + " (F_OFD_GETLK) of", path_);
     if (other.l_type != F_UNLCK) {
       const auto at = static_cast<std::uint64_t>(other.l_start);
@@ -338,8 +357,8 @@ void backing_file::unlock_range(const file_range_lock::range& r) const noexcept 
     for (const auto& h : held_)
       if (h.first > at && h.first < gap_end) gap_end = h.first;
     struct flock fl = range_flock(F_UNLCK, at, gap_end);
-    // Cannot fail on a range it holds; closing fd_ would free it anyway.
-    (void)::fcntl(fd_, F_OFD_SETLK, &fl);
+    // Cannot fail on a range it holds; closing lock_fd_ would free it anyway.
+    (void)::fcntl(lock_fd_, F_OFD_SETLK, &fl);
     at = gap_end;
   }
 }

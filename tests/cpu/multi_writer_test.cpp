@@ -118,6 +118,16 @@ class child_process {
   child_process(const child_process&) = delete;
   child_process& operator=(const child_process&) = delete;
 
+  // Kills the child (SIGKILL) and reaps it: when this returns, the process
+  // is gone.
+  void kill() {
+    if (pid_ < 0) return;
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
+
   int wait() {
     if (pid_ < 0) return status_;
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
@@ -156,7 +166,8 @@ std::vector<std::string> child_vars(const std::string& mode, const std::string& 
 // The other process. mode "write": open rows [FIRST, FIRST + ROWS) writable,
 // store value(SEED, row) in each, flush. mode "conflict": that open must be
 // refused with a message containing each '|'-separated piece of EXPECT.
-// Exits child_done when it ran and passed.
+// Exits child_done when it ran and passed. mode "hold": open and store as
+// "write" does, create the file EXPECT names, then wait to be killed.
 TEST(MultiWriterChild, Run) {
   const char* mode = std::getenv("WARPSTORE_MW_MODE");
   if (mode == nullptr) GTEST_SKIP() << "runs only as the second process of MultiWriter tests";
@@ -169,6 +180,13 @@ TEST(MultiWriterChild, Run) {
       EXPECT_TRUE(r.a->write_locked());
       store_all(*r.a, first, env_u64("WARPSTORE_MW_SEED"));
       r.a->flush();
+    } else if (std::string(mode) == "hold") {
+      ASSERT_TRUE(r.a) << r.refused;
+      store_all(*r.a, first, env_u64("WARPSTORE_MW_SEED"));
+      const int fd = ::open(std::getenv("WARPSTORE_MW_EXPECT"), O_CREAT | O_WRONLY | O_CLOEXEC, 0600);
+      ASSERT_GE(fd, 0);
+      ::close(fd);
+      for (;;) ::pause();  // until the parent's SIGKILL
     } else {
       EXPECT_FALSE(r.a) << "opened over bytes another process holds";
       std::string expect = std::getenv("WARPSTORE_MW_EXPECT");
@@ -355,6 +373,35 @@ TEST(MultiWriter, RangeIsFreeAgainOnceTheWriterIsGone) {
   EXPECT_EQ(mismatches(file.path(),
                        [](std::uint64_t i) { return i < half_rows ? value(2, i) : original(i); }),
             0u);
+}
+
+// A writer killed with SIGKILL leaves its bytes free by the time it is
+// reaped, so a program restarted after a crash can open them at once. The
+// lock must not live on a file description the io_uring holds: the kernel
+// tears a dead process's rings down after it exits, and registered files
+// (and reads in flight) keep their description, and its locks, until then
+// (the crash trials' recoveries were refused that way).
+TEST(MultiWriter, RangeIsFreeOnceAKilledWriterIsReaped) {
+  test::pattern_file file(file_bytes);
+  {
+    open_result probe = open_rows(file.path(), 0, half_rows);
+    ASSERT_TRUE(probe.a) << probe.refused;
+    if (!probe.a->write_locked()) GTEST_SKIP() << "no OFD locks under $TMPDIR";
+  }
+  const std::string ready = file.path() + ".ready";
+  for (int trial = 0; trial < 10; ++trial) {
+    ::unlink(ready.c_str());
+    child_process child(child_vars("hold", file.path(), 0, half_rows, 2, ready));
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (::access(ready.c_str(), F_OK) != 0 && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    ASSERT_EQ(::access(ready.c_str(), F_OK), 0) << "the child never opened its array";
+    child.kill();
+    open_result again = open_rows(file.path(), 0, half_rows);
+    ASSERT_TRUE(again.a) << "trial " << trial << ": " << again.refused;
+    EXPECT_TRUE(again.a->write_locked());
+  }
+  ::unlink(ready.c_str());
 }
 
 // Arrays sharing one controller share its open file description: they do
