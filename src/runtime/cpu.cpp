@@ -1,7 +1,9 @@
 // CPU target of the runtime: "device" and "mapped" memory are ordinary host
 // memory, copies are memcpy.
+#include <sys/mman.h>
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -13,12 +15,39 @@
 namespace warpstore::runtime {
 
 namespace {
-void* aligned_zeroed(std::size_t bytes) {
-  const std::size_t rounded = (bytes + 4095) / 4096 * 4096;
-  void* p = std::aligned_alloc(4096, rounded == 0 ? 4096 : rounded);
-  if (p == nullptr) throw std::bad_alloc();
-  std::memset(p, 0, rounded == 0 ? 4096 : rounded);
-  return p;
+// Page-aligned zeroed memory. Large blocks come straight from the kernel
+// (mmap): their pages are zero and cost nothing until touched, so a cache of
+// 1 GiB (the default) whose lines are never read takes no time to open and
+// no memory (a memset of it took a second of system time a process). Small
+// ones (a log's statuses, an error record) come from the heap, without a
+// system call each. Either way the block's length is kept in a page of its
+// own in front of what the caller gets.
+constexpr std::size_t page = 4096;
+constexpr std::size_t mapped_from = std::size_t{1} << 20;
+void* alloc_zeroed(std::size_t bytes) {
+  const std::size_t rounded = bytes == 0 ? page : (bytes + page - 1) / page * page;
+  if (rounded < bytes || rounded + page < rounded) throw std::bad_alloc();
+  void* base;
+  if (rounded >= mapped_from) {
+    base = ::mmap(nullptr, rounded + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                  -1, 0);
+    if (base == MAP_FAILED) throw std::bad_alloc();
+  } else {
+    base = std::aligned_alloc(page, rounded + page);
+    if (base == nullptr) throw std::bad_alloc();
+    std::memset(static_cast<std::byte*>(base) + page, 0, rounded);
+  }
+  *static_cast<std::size_t*>(base) = rounded + page;
+  return static_cast<std::byte*>(base) + page;
+}
+void free_zeroed(void* p) noexcept {
+  if (p == nullptr) return;
+  std::byte* base = static_cast<std::byte*>(p) - page;
+  const std::size_t length = *reinterpret_cast<std::size_t*>(base);
+  if (length - page >= mapped_from)
+    ::munmap(base, length);
+  else
+    std::free(base);
 }
 }  // namespace
 
@@ -42,15 +71,16 @@ std::size_t free_device_memory() {
     if (found) return static_cast<std::size_t>(kib) * 1024;
   }
   const long pages = ::sysconf(_SC_AVPHYS_PAGES);
-  const long page = ::sysconf(_SC_PAGESIZE);
-  if (pages > 0 && page > 0) return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page);
+  const long page_size = ::sysconf(_SC_PAGESIZE);
+  if (pages > 0 && page_size > 0)
+    return static_cast<std::size_t>(pages) * static_cast<std::size_t>(page_size);
   return std::size_t{1} << 40;  // unknown: let the allocation decide
 }
 
-void* alloc_device(std::size_t bytes) { return aligned_zeroed(bytes); }
-void free_device(void* p) noexcept { std::free(p); }
-void* alloc_host_mapped(std::size_t bytes) { return aligned_zeroed(bytes); }
-void free_host_mapped(void* p) noexcept { std::free(p); }
+void* alloc_device(std::size_t bytes) { return alloc_zeroed(bytes); }
+void free_device(void* p) noexcept { free_zeroed(p); }
+void* alloc_host_mapped(std::size_t bytes) { return alloc_zeroed(bytes); }
+void free_host_mapped(void* p) noexcept { free_zeroed(p); }
 // The CPU target reads what it would pin with plain loads: a file truncated
 // under a mapping would kill the process (SIGBUS) where a GPU reads the
 // pinned pages it kept, so the memory controller copies here instead.
