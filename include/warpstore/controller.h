@@ -170,6 +170,9 @@ struct controller_stats {
   // and READs served from them with a copy.
   std::uint64_t read_ahead_loads = 0;
   std::uint64_t read_ahead_lines = 0;
+  // Misses in one extent that read it whole now: 3 to start, more where
+  // extents served fewer lines than they cost (0: no read-ahead).
+  std::uint32_t read_ahead_trigger = 0;
   // Nanoseconds the write thread spent in pwritev: against the time a
   // kernel took, whether the write thread bounded it.
   std::uint64_t write_ns = 0;

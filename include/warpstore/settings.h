@@ -71,7 +71,8 @@ struct options {
   // Read-ahead (WARPSTORE_READ_AHEAD, WARPSTORE_READ_AHEAD_CACHE): a host
   // controller reading a read-only file with O_DIRECT reads a whole extent
   // of read_ahead bytes (aligned) once three misses fall in it close
-  // together, and serves its lines from memory, as the kernel's readahead
+  // together (more, where extents read so far served fewer lines than they
+  // cost), and serves its lines from memory, as the kernel's readahead
   // does for a mapped file; sparse misses are read line by line. It holds
   // read_ahead_cache bytes of extents. 0: off.
   std::uint32_t read_ahead = 128u << 10;

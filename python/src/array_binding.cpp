@@ -366,6 +366,7 @@ class py_array {
     // Host controller, O_DIRECT: extents read ahead, and the misses they served.
     d["read_ahead_loads"] = c.read_ahead_loads;
     d["read_ahead_lines"] = c.read_ahead_lines;
+    d["read_ahead_trigger"] = c.read_ahead_trigger;
     d["controller"] = controller;
     // The memory controller reads the file's own page-cache pages, pinned.
     d["mapped"] = mapped;

@@ -155,6 +155,7 @@ controller_stats host_controller::stats() const {
   if (read_ahead_ != nullptr) {
     s.read_ahead_loads = read_ahead_->loads();
     s.read_ahead_lines = read_ahead_->lines();
+    s.read_ahead_trigger = read_ahead_->trigger();
   }
   return s;
 }

@@ -65,23 +65,38 @@ read_ahead::verdict read_ahead::serve(std::uint64_t offset, std::uint32_t bytes,
     if (at + bytes > s.valid) return verdict::line;  // the extent read fell short of it
     std::memcpy(dst, memory_ + std::size_t{it->second} * extent_bytes_ + at, bytes);
     s.referenced = true;
+    ++s.served;
+    s.served_bytes += bytes;
     ++lines_;
     return verdict::copied;
   }
   // Not held: is the region dense enough to read whole?
   ++seq_;
+  judge_old();
   touch& t = touches_[detail::murmur3_fmix64(extent) & (touches_.size() - 1)];
   if (t.extent == extent && seq_ - t.seq <= window)
     ++t.count;
   else
     t = touch{extent, seq_, 1};
   t.seq = seq_;
-  if (t.count < trigger) return verdict::line;
+  if (t.count < trigger_for(bytes)) return verdict::line;
   const std::uint32_t v = victim();
   if (v == extents_) return verdict::line;
   slot& s = slots_[v];
-  if (s.st == state::ready) where_.erase(s.extent);
-  s = slot{extent, 0, state::loading, false};
+  if (s.st == state::ready) {
+    judge(s);
+    where_.erase(s.extent);
+  }
+  ++loads_;
+  s = slot{};
+  s.extent = extent;
+  s.st = state::loading;
+  s.judged = false;
+  s.load_no = loads_;
+  s.loaded_seq = seq_;
+  s.trigger = trigger_;
+  s.line_bytes = bytes;
+  unjudged_.emplace_back(v, loads_);
   loading_[v].store(1, std::memory_order_relaxed);
   where_.emplace(extent, v);
   t.count = 0;
@@ -93,8 +108,51 @@ read_ahead::verdict read_ahead::serve(std::uint64_t offset, std::uint32_t bytes,
   l.offset = start;
   l.bytes = static_cast<std::uint32_t>(std::min<std::uint64_t>(extent_bytes_, end_aligned - start));
   l.buffer = memory_ + std::size_t{v} * extent_bytes_;
-  ++loads_;
   return verdict::load;
+}
+
+std::uint32_t read_ahead::trigger_cap(std::uint32_t bytes) const {
+  const std::uint32_t half = extent_bytes_ / std::max<std::uint32_t>(bytes, 1) / 2;
+  return std::clamp(half, min_trigger, max_trigger);
+}
+
+std::uint32_t read_ahead::trigger_for(std::uint32_t bytes) const {
+  return std::min(trigger_, trigger_cap(bytes));
+}
+
+void read_ahead::judge(slot& s) {
+  if (s.judged) return;
+  s.judged = true;
+  // Read alone, its lines would have cost `served` requests and their
+  // bytes; the extent cost one request and its bytes. x16: 16 is break-even.
+  const std::uint64_t alone = std::uint64_t{s.served} * request_bytes + s.served_bytes;
+  const std::uint64_t pays =
+      std::min<std::uint64_t>(alone * 16 / (request_bytes + extent_bytes_), 64 * 16);
+  // Only reads made under the trigger in force say what it yields.
+  if (s.trigger != trigger_) return;
+  pays_x16_ = static_cast<std::uint32_t>((std::uint64_t{pays_x16_} * 7 + pays) / 8);
+  std::uint32_t next = trigger_;
+  if (pays_x16_ < 16) {
+    next = std::max(trigger_, std::min(trigger_ * 2, trigger_cap(s.line_bytes)));
+  } else if (pays_x16_ >= 32 && trigger_ > min_trigger) {
+    next = trigger_ - 1;
+  }
+  if (next != trigger_) {
+    trigger_ = next;
+    pays_x16_ = 24;  // the new trigger's reads decide its fate
+  }
+}
+
+void read_ahead::judge_old() {
+  while (!unjudged_.empty()) {
+    const auto [v, load_no] = unjudged_.front();
+    slot& s = slots_[v];
+    if (s.load_no == load_no && !s.judged) {
+      if (s.st != state::ready || seq_ - s.loaded_seq <= 2 * window) return;
+      judge(s);
+    }
+    unjudged_.pop_front();
+  }
 }
 
 void read_ahead::loaded(std::uint32_t v, int result) {
@@ -117,6 +175,7 @@ void read_ahead::forget() {
     if (s.st == state::loading) {
       s.stale = true;  // its waiters ask again once it lands, and read the file
     } else if (s.st == state::ready) {
+      judge(s);
       where_.erase(s.extent);
       s = slot{};
     }
@@ -127,6 +186,11 @@ void read_ahead::forget() {
 std::uint64_t read_ahead::loads() const {
   std::lock_guard<std::mutex> lock(m_);
   return loads_;
+}
+
+std::uint32_t read_ahead::trigger() const {
+  std::lock_guard<std::mutex> lock(m_);
+  return trigger_;
 }
 
 std::uint64_t read_ahead::lines() const {

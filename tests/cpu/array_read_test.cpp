@@ -12,7 +12,10 @@
 
 #include "controller/fault_policy.h"
 #include "controller/host_controller.h"
+#include "controller/read_ahead.h"
 #include <cstdio>
+#include <cstring>
+#include <random>
 
 #include "test_files.h"
 #include "write_cases.h"
@@ -592,6 +595,122 @@ TEST(ArrayReadAhead, ClearingTheCacheForgetsTheExtents) {
   const controller_stats second = a.shared_controller()->stats();
   EXPECT_GT(second.read_ahead_loads, first.read_ahead_loads);
   EXPECT_EQ(second.errors, 0u);
+}
+
+namespace {
+
+// read_ahead alone (no I/O): batches of 4 KiB rows over regions of the file,
+// as a gather sends its misses, each extent "read" by filling it with its
+// file offsets. Returns the extents read and the lines served from them in
+// `batches` batches, each `rows` rows drawn from a region of rows / density
+// rows (no row twice in a batch); every copied line is checked.
+struct trigger_run {
+  std::uint64_t loads = 0, copied = 0, alone = 0, wrong = 0;
+};
+trigger_run read_batches(host_detail::read_ahead& ra, std::mt19937_64& rng, int batches,
+                         std::uint64_t rows, double density) {
+  constexpr std::uint32_t row = 4096;
+  const std::uint64_t file_rows = (std::uint64_t{4} << 30) / row;
+  const auto span = static_cast<std::uint64_t>(static_cast<double>(rows) / density);
+  trigger_run r;
+  std::vector<std::byte> dst(row);
+  std::vector<std::uint64_t> region(span);
+  for (int b = 0; b < batches; ++b) {
+    const std::uint64_t start = rng() % (file_rows - span);
+    for (std::uint64_t i = 0; i < span; ++i) region[i] = start + i;
+    std::shuffle(region.begin(), region.end(), rng);
+    for (std::uint64_t k = 0; k < rows; ++k) {
+      const std::uint64_t offset = region[k] * row;
+      for (;;) {
+        host_detail::read_ahead::load l;
+        const auto v = ra.serve(offset, row, dst.data(), l);
+        if (v == host_detail::read_ahead::verdict::load) {
+          for (std::uint32_t w = 0; w < l.bytes / 8; ++w) {
+            const std::uint64_t word = l.offset + w * 8;
+            std::memcpy(l.buffer + w * 8, &word, 8);
+          }
+          ra.loaded(l.slot, static_cast<int>(l.bytes));
+          ++r.loads;
+          continue;  // ask again: its line is copied from the extent now
+        }
+        if (v == host_detail::read_ahead::verdict::wait) {
+          ADD_FAILURE() << "a wait, with nothing in flight";
+          ++r.wrong;
+        } else if (v == host_detail::read_ahead::verdict::line) {
+          ++r.alone;
+        } else {
+          ++r.copied;
+          std::uint64_t first = 0, last = 0;
+          std::memcpy(&first, dst.data(), 8);
+          std::memcpy(&last, dst.data() + row - 8, 8);
+          if (first != offset || last != offset + row - 8) ++r.wrong;
+        }
+        break;
+      }
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST(ReadAheadTrigger, BatchesTouchingATenthOfARegionStopReadingExtents) {
+  // 1 K rows of 4 KiB from 10 K (40 MiB: 320 extents of 128 KiB, 3.2 rows
+  // an extent): three misses fall in most extents, and the extent read then
+  // serves a line or two, 128 KiB for 8 KiB. The trigger must rise until
+  // such extents are no longer read. Then whole regions (every row): it
+  // must come back down, and extents serve most lines again.
+  host_detail::read_ahead ra(128 << 10, 256, std::uint64_t{4} << 30, 4096);
+  std::mt19937_64 rng(7);
+  EXPECT_EQ(ra.trigger(), host_detail::read_ahead::min_trigger);
+  const trigger_run first = read_batches(ra, rng, 2, 1024, 0.1);
+  EXPECT_GT(first.loads, 200u) << "the first batches read extents at the trigger of 3";
+  const trigger_run more = read_batches(ra, rng, 30, 1024, 0.1);
+  const trigger_run settled = read_batches(ra, rng, 10, 1024, 0.1);
+  const std::uint32_t raised = ra.trigger();
+  EXPECT_GE(raised, 8u);
+  EXPECT_LE(raised, 16u) << "at most half an extent's 32 lines";
+  // Settled: under 2 % of the misses read an extent (the first 2 batches
+  // read one for about 10 % of them).
+  EXPECT_LT(settled.loads * 50, settled.alone + settled.copied)
+      << settled.loads << " extents for " << settled.alone + settled.copied << " rows";
+  const trigger_run dense_first = read_batches(ra, rng, 10, 4096, 1.0);
+  const trigger_run dense = read_batches(ra, rng, 5, 4096, 1.0);
+  EXPECT_EQ(ra.trigger(), host_detail::read_ahead::min_trigger);
+  // Every extent read, its first two lines alone: 30 of 32 from the extent.
+  EXPECT_GE(dense.copied * 100, (dense.copied + dense.alone) * 90)
+      << dense.copied << " of " << dense.copied + dense.alone;
+  EXPECT_EQ(first.wrong + more.wrong + settled.wrong + dense_first.wrong + dense.wrong, 0u);
+  std::printf("tenth: %llu extents for %llu rows at first, %llu for %llu settled (trigger %u); "
+              "dense: %llu of %llu rows from extents\n",
+              static_cast<unsigned long long>(first.loads),
+              static_cast<unsigned long long>(first.alone + first.copied),
+              static_cast<unsigned long long>(settled.loads),
+              static_cast<unsigned long long>(settled.alone + settled.copied), raised,
+              static_cast<unsigned long long>(dense.copied),
+              static_cast<unsigned long long>(dense.copied + dense.alone));
+}
+
+TEST(ReadAheadTrigger, DenseBatchesKeepTheLowestTrigger) {
+  // Half of each region (8 MiB of 16: 128 extents, 16 rows each, 14 of them
+  // served by its read), with room for a region's extents.
+  host_detail::read_ahead ra(128 << 10, 256, std::uint64_t{4} << 30, 4096);
+  std::mt19937_64 rng(11);
+  const trigger_run r = read_batches(ra, rng, 20, 2048, 0.5);
+  EXPECT_EQ(ra.trigger(), host_detail::read_ahead::min_trigger);
+  EXPECT_GE(r.copied * 100, (r.copied + r.alone) * 80) << r.copied << " of " << r.copied + r.alone;
+  EXPECT_EQ(r.wrong, 0u);
+}
+
+TEST(ReadAheadTrigger, ExtentsReplacedBeforeTheirLinesCameRaiseIt) {
+  // The same half-dense batches with room for half a region's extents: the
+  // clock replaces most before their lines come, so they cost more than
+  // they serve, and the trigger rises.
+  host_detail::read_ahead ra(128 << 10, 64, std::uint64_t{4} << 30, 4096);
+  std::mt19937_64 rng(11);
+  const trigger_run r = read_batches(ra, rng, 20, 2048, 0.5);
+  EXPECT_GT(ra.trigger(), host_detail::read_ahead::min_trigger);
+  EXPECT_EQ(r.wrong, 0u);
 }
 
 TEST(ArrayOpen, BadArgumentsAreRefused) {
