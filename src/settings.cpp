@@ -230,9 +230,10 @@ const setting table[] = {
      .type = type::size, .group = group::tuning, .max = 16u << 20,
      .range_note = "0, or a power of two from 4 KiB to 16 MiB",
      .doc = "host controller, read-only file read with O_DIRECT: a whole extent of this many "
-            "bytes (a power of two) is read once three misses fall in it close together, and its "
-            "lines are served from memory (dense batches read like the kernel's readahead); "
-            "sparse misses are read line by line; 0: off",
+            "bytes (a power of two) is read once three misses fall in it close together (more, up "
+            "to half its lines, where the extents read so far served fewer lines than they cost: "
+            "`read_ahead_trigger` in stats), and its lines are served from memory (dense batches "
+            "read like the kernel's readahead); sparse misses are read line by line; 0: off",
      WARPSTORE_NUMERIC(read_ahead)},
     {.name = "read_ahead_cache", .variable = "WARPSTORE_READ_AHEAD_CACHE",
      .flag = "read-ahead-cache", .type = type::size, .group = group::tuning,

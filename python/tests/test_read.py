@@ -305,7 +305,9 @@ def test_dense_misses_read_ahead_sparse_ones_do_not(tmp_path, monkeypatch, read_
         t = a.stats()
     if read_ahead == 0:
         assert s["read_ahead_loads"] == 0 and t["read_ahead_lines"] == 0, t
+        assert t["read_ahead_trigger"] == 0, t  # no read-ahead
         return
+    assert s["read_ahead_trigger"] == 3, s  # dense extents pay: the lowest trigger
     assert 16 <= s["read_ahead_loads"] <= 64, s  # 32 extents, each at most twice
     assert s["read_ahead_lines"] >= 8192 // 2, s  # most rows from the extents
     # 300 rows over 512 extents: about 11 extents get three of them.
