@@ -34,5 +34,5 @@ targets=(cache_test hash_test array_read_test array_write_test array_batch_test 
 "$WARPSTORE_CMAKE" --build "$build" -j "${JOBS:-$(nproc)}" --target "${targets[@]}" >/dev/null
 export TSAN_OPTIONS="halt_on_error=1 ${TSAN_OPTIONS:-}" ASAN_OPTIONS="detect_leaks=1 ${ASAN_OPTIONS:-}"
 export UBSAN_OPTIONS="halt_on_error=1 print_stacktrace=1 ${UBSAN_OPTIONS:-}"
-"$WARPSTORE_CTEST" --test-dir "$build" -R "Cache|Array|BulkRead|HostController|IoEngine|Nvme|block_cpu|SubmissionFuzz|perturbed_protocol|reliability_cpu" --output-on-failure \
+"$WARPSTORE_CTEST" --test-dir "$build" -R "Cache|Array|ReadAhead|BulkRead|HostController|IoEngine|Nvme|block_cpu|SubmissionFuzz|perturbed_protocol|reliability_cpu" --output-on-failure \
   -j "${JOBS:-$(nproc)}" --timeout 900
