@@ -92,11 +92,10 @@ read_ahead::verdict read_ahead::serve(std::uint64_t offset, std::uint32_t bytes,
   s.extent = extent;
   s.st = state::loading;
   s.judged = false;
-  s.load_no = loads_;
   s.loaded_seq = seq_;
   s.trigger = trigger_;
   s.line_bytes = bytes;
-  unjudged_.emplace_back(v, loads_);
+  unjudged_.emplace_back(v, seq_);
   loading_[v].store(1, std::memory_order_relaxed);
   where_.emplace(extent, v);
   t.count = 0;
@@ -145,9 +144,9 @@ void read_ahead::judge(slot& s) {
 
 void read_ahead::judge_old() {
   while (!unjudged_.empty()) {
-    const auto [v, load_no] = unjudged_.front();
+    const auto [v, read_at] = unjudged_.front();
     slot& s = slots_[v];
-    if (s.load_no == load_no && !s.judged) {
+    if (s.loaded_seq == read_at && !s.judged) {
       if (s.st != state::ready || seq_ - s.loaded_seq <= 2 * window) return;
       judge(s);
     }

@@ -105,8 +105,7 @@ class read_ahead {
     bool referenced = false;  // served a line since the clock last passed
     bool stale = false;       // loading when forget() was called: dropped on landing
     bool judged = true;       // its yield was counted (judge())
-    std::uint64_t load_no = 0;    // loads_ when it was read
-    std::uint64_t loaded_seq = 0;  // seq_ when it was read
+    std::uint64_t loaded_seq = 0;  // seq_ when it was read: one read a miss, so it names the read
     std::uint32_t served = 0;      // lines served since
     std::uint64_t served_bytes = 0;
     std::uint32_t trigger = 0;     // trigger_ when it was read
@@ -147,7 +146,7 @@ class read_ahead {
   // Extent reads' yield against their cost, a moving average (x 1/16):
   // starts at break-even-and-a-half, so the first reads decide.
   std::uint32_t pays_x16_ = 24;
-  std::deque<std::pair<std::uint32_t, std::uint64_t>> unjudged_;  // (slot, load_no), oldest first
+  std::deque<std::pair<std::uint32_t, std::uint64_t>> unjudged_;  // (slot, loaded_seq), oldest first
 };
 
 }  // namespace warpstore::host_detail
