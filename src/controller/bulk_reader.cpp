@@ -87,7 +87,7 @@ void read_span(const backing_file& file, std::byte* buf, std::uint64_t pos, std:
 // the helper thread that works the lane when a call other than its caller
 // takes it. The fields below `uploads` are under the reader's mutex_.
 struct bulk_reader::lane {
-  runtime::host_mapped_ptr<std::byte> buffers[2];
+  runtime::host_pinned_ptr<std::byte> buffers[2];
   std::unique_ptr<runtime::upload_stream> uploads;
   std::thread thread;
   bool running = false;  // the helper thread runs (it may be leaving: join before a new one)
@@ -95,7 +95,7 @@ struct bulk_reader::lane {
   call* job = nullptr;   // the call its helper is to work for
   std::condition_variable wake;
   std::byte* buffer(unsigned k, std::uint64_t bytes) {
-    if (!buffers[k & 1]) buffers[k & 1] = runtime::make_host_mapped<std::byte>(bytes, false);
+    if (!buffers[k & 1]) buffers[k & 1] = runtime::make_host_pinned<std::byte>(bytes);
     return buffers[k & 1].get();
   }
 };
@@ -306,7 +306,7 @@ void bulk_reader::serve(lane& l) {
   // Idle for linger_ns_ (or the reader is going): the lane gives up its
   // pinned memory and stream; a call that takes it later makes new ones.
   l.running = false;
-  runtime::host_mapped_ptr<std::byte> buffers[2] = {std::move(l.buffers[0]),
+  runtime::host_pinned_ptr<std::byte> buffers[2] = {std::move(l.buffers[0]),
                                                     std::move(l.buffers[1])};
   std::unique_ptr<runtime::upload_stream> uploads = std::move(l.uploads);
   lock.unlock();

@@ -81,6 +81,8 @@ void* alloc_device(std::size_t bytes) { return alloc_zeroed(bytes); }
 void free_device(void* p) noexcept { free_zeroed(p); }
 void* alloc_host_mapped(std::size_t bytes) { return alloc_zeroed(bytes); }
 void free_host_mapped(void* p) noexcept { free_zeroed(p); }
+void* alloc_host_pinned(std::size_t bytes) { return alloc_zeroed(bytes); }
+void free_host_pinned(void* p) noexcept { free_zeroed(p); }
 // The CPU target reads what it would pin with plain loads: a file truncated
 // under a mapping would kill the process (SIGBUS) where a GPU reads the
 // pinned pages it kept, so the memory controller copies here instead.

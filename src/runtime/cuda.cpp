@@ -1,9 +1,14 @@
 // GPU build of the runtime: every CUDA call is checked and raises
 // warpstore::runtime_error naming the call and the error.
 #include <cuda_runtime.h>
+#include <sys/mman.h>
 
+#include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <new>
 #include <string>
+#include <unordered_map>
 
 #include "warpstore/cuda_check.h"
 #include "warpstore/runtime.h"
@@ -55,6 +60,77 @@ void* alloc_host_mapped(std::size_t bytes) {
   return p;
 }
 void free_host_mapped(void* p) noexcept { cudaFreeHost(p); }
+
+namespace {
+constexpr std::size_t huge_page = std::size_t{2} << 20;
+// alloc_host_pinned's registered blocks and their lengths; a block not here
+// came from its cudaHostAlloc fallback.
+std::mutex pinned_mutex;
+std::unordered_map<void*, std::size_t>& pinned_blocks() {
+  static auto* blocks = new std::unordered_map<void*, std::size_t>();  // never destroyed
+  return *blocks;
+}
+// Anonymous memory of `length` (a multiple of huge_page) starting on a huge
+// page, so the kernel may back it with 2 MiB pages; nullptr if none.
+void* map_huge_aligned(std::size_t length) {
+  void* raw = ::mmap(nullptr, length + huge_page, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto base = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t start = (base + huge_page - 1) / huge_page * huge_page;
+  if (start > base) ::munmap(raw, start - base);
+  const std::uintptr_t tail = base + length + huge_page - (start + length);
+  if (tail > 0) ::munmap(reinterpret_cast<void*>(start + length), tail);
+  return reinterpret_cast<void*>(start);
+}
+}  // namespace
+
+void* alloc_host_pinned(std::size_t bytes) {
+  const std::size_t length = ((bytes == 0 ? 1 : bytes) + huge_page - 1) / huge_page * huge_page;
+  if (length < bytes) throw std::bad_alloc();
+  if (void* p = map_huge_aligned(length)) {
+    (void)::madvise(p, length, MADV_HUGEPAGE);  // a hint: 4 KiB pages work too
+    // A forked child neither copies nor sees pinned pages (cudaHostAlloc's
+    // memory behaves the same); the library's objects in a child make their own.
+    (void)::madvise(p, length, MADV_DONTFORK);
+    if (cudaHostRegister(p, length, cudaHostRegisterPortable) == cudaSuccess) {
+      try {
+        std::lock_guard<std::mutex> lock(pinned_mutex);
+        pinned_blocks().emplace(p, length);
+        return p;
+      } catch (...) {
+        cudaHostUnregister(p);
+        ::munmap(p, length);
+        throw;
+      }
+    }
+    (void)cudaGetLastError();  // refused: leave no error for the next call to find
+    ::munmap(p, length);
+  }
+  void* p = nullptr;
+  WARPSTORE_CUDA_TRY(cudaHostAlloc(&p, bytes == 0 ? 1 : bytes, cudaHostAllocPortable));
+  return p;
+}
+
+void free_host_pinned(void* p) noexcept {
+  if (p == nullptr) return;
+  std::size_t length = 0;
+  {
+    std::lock_guard<std::mutex> lock(pinned_mutex);
+    auto& blocks = pinned_blocks();
+    const auto it = blocks.find(p);
+    if (it != blocks.end()) {
+      length = it->second;
+      blocks.erase(it);
+    }
+  }
+  if (length == 0) {
+    cudaFreeHost(p);
+    return;
+  }
+  cudaHostUnregister(p);
+  ::munmap(p, length);
+}
 
 namespace {
 // Registers [p, p + bytes) with `flags` (mapped among them); false, with no

@@ -12,6 +12,7 @@
 #include "test_files.h"
 #include "warpstore/array.cuh"
 #include "warpstore/cuda_check.h"
+#include "warpstore/runtime.h"
 
 using namespace warpstore;
 using host_detail::bulk_reader;
@@ -47,6 +48,30 @@ __global__ void spin_then_fill(std::byte* p, std::uint64_t n, long long cycles) 
 }
 
 }  // namespace
+
+// The bulk reader's bounce buffers (runtime::alloc_host_pinned): pinned, so
+// copies from them are asynchronous DMA; sizes that are not whole 2 MiB
+// pages; freed without a CUDA error left behind.
+TEST(GpuBulkRead, PinnedBounceBuffers) {
+  for (const std::size_t bytes : {std::size_t{0}, std::size_t{1}, (std::size_t{5} << 20) + 7,
+                                  std::size_t{4} << 20}) {
+    const std::size_t n = bytes == 0 ? 1 : bytes;
+    auto p = runtime::make_host_pinned<std::byte>(bytes);
+    ASSERT_NE(p.get(), nullptr);
+    cudaPointerAttributes attr{};
+    WARPSTORE_CUDA_TRY(cudaPointerGetAttributes(&attr, p.get()));
+    EXPECT_EQ(attr.type, cudaMemoryTypeHost) << bytes << " bytes: not pinned";
+    for (std::size_t i = 0; i < n; ++i) p.get()[i] = std::byte(i * 7 + 1);
+    std::byte* d = nullptr;
+    WARPSTORE_CUDA_TRY(cudaMalloc(&d, n));
+    WARPSTORE_CUDA_TRY(cudaMemcpyAsync(d, p.get(), n, cudaMemcpyHostToDevice, 0));
+    WARPSTORE_CUDA_TRY(cudaDeviceSynchronize());
+    std::vector<std::byte> want(p.get(), p.get() + n);
+    EXPECT_EQ(device_mismatches(d, n, want, 0), 0u) << bytes << " bytes";
+    WARPSTORE_CUDA_TRY(cudaFree(d));
+  }
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
 
 TEST(GpuBulkRead, AwkwardRangesIntoDeviceMemory) {
   const std::uint64_t size = (64ull << 20) + 333;
