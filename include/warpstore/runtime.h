@@ -38,9 +38,10 @@ void* alloc_host_mapped(std::size_t bytes);
 void free_host_mapped(void* p) noexcept;
 // Pinned host memory for the copy engines only (bounce buffers: kernels do
 // not address it). Anonymous memory in 2 MiB pages where the kernel gives
-// them, pinned with cudaHostRegister: on the H200 machine 96 MiB took 3 to
-// 6 ms to pin this way against 42 to 70 ms through cudaHostAlloc, which
-// the bulk reader's first call paid in full. Not inherited by a forked
+// them, faulted in by the calling thread, then pinned with
+// cudaHostRegister: cudaHostAlloc of the bulk reader's 12 lanes' buffers
+// (96 MiB) took 36 to 65 ms on the H200 machine, one thread after another,
+// all of it in a first bulk read's time. Not inherited by a forked
 // child (MADV_DONTFORK, as pinned memory should not be). Contents undefined
 // (zero in practice). Falls back to cudaHostAlloc where the driver will not
 // register. The CPU target: ordinary memory.
