@@ -95,8 +95,9 @@ void* alloc_host_pinned(std::size_t bytes) {
     (void)::madvise(p, length, MADV_DONTFORK);
     // Fault the pages in here, where threads making buffers at once zero
     // theirs in parallel: left to cudaHostRegister, the faults run inside
-    // the driver's lock, one thread after another (96 MiB: 21 to 25 ms
-    // from 12 threads, against 2.5 to 3.5 ms to register it pre-faulted).
+    // the driver's lock, one thread after another (the bulk reader's 24
+    // buffers of 4 MiB from 12 threads: 21 to 26 ms all told, 12 ms with
+    // each thread faulting its own first).
     auto* bytes_p = static_cast<volatile unsigned char*>(p);
     for (std::size_t off = 0; off < length; off += 4096) bytes_p[off] = 0;
     if (cudaHostRegister(p, length, cudaHostRegisterPortable) == cudaSuccess) {
