@@ -40,7 +40,7 @@ void free_host_mapped(void* p) noexcept;
 // not address it). Anonymous memory in 2 MiB pages where the kernel gives
 // them, faulted in by the calling thread, then pinned with
 // cudaHostRegister: cudaHostAlloc of the bulk reader's 12 lanes' buffers
-// (96 MiB) took 36 to 65 ms on the H200 machine, one thread after another,
+// (96 MiB) took 36 to 70 ms on the H200 machine, one thread after another,
 // all of it in a first bulk read's time. Not inherited by a forked
 // child (MADV_DONTFORK, as pinned memory should not be). Contents undefined
 // (zero in practice). Falls back to cudaHostAlloc where the driver will not
