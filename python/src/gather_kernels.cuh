@@ -43,6 +43,12 @@ constexpr unsigned block_threads = 256;
 constexpr int min_blocks_per_sm = 3;
 constexpr std::uint64_t resident_blocks_per_sm = 2;
 constexpr unsigned wide_threads = 1024;
+// The most rows a gather reads with full_registers_rows_kernel (below).
+// Measured on an H200 (2026-12-02, every call checked): 1 K rows of hits
+// 2 to 3 us faster a call (about 30 us), 8 K rows of 512 B 12 us (63 to
+// 51); 64 K rows of 128 B that all miss 22 % slower with one block a
+// multiprocessor, so the bound stays well under that.
+constexpr std::uint64_t full_registers_rows = 16384;
 
 // A multiprocessor splits its on-chip memory between L1 and shared memory
 // for the blocks resident on it, and blocks of another split wait until it
@@ -200,6 +206,22 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
                        W* out, std::uint64_t n, call_record* rec, call_record* host,
                        cache_sample sample, unsigned group) {
   rows_body<Lanes>(a, rows, row_words, idx, out, n, rec, group);
+  hand_over_record(rec, host, sample);
+}
+
+// gather_rows_kernel, a warp a row, for a gather of at most
+// full_registers_rows rows: one block a multiprocessor may take all the
+// registers the lookups want (about 210 to 240 a thread), where the
+// three-block bound of 80 spills 0.9 KiB a thread and reloads 1.5 KiB on
+// the way to every row. A gather that small is done in microseconds, so
+// holding the register file that long keeps nothing else out for long;
+// larger gathers, whose misses want the warps in flight, keep the bound.
+template <class W, class I>
+__global__ void __launch_bounds__(block_threads, 1)
+    full_registers_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words,
+                               const I* idx, W* out, std::uint64_t n, call_record* rec,
+                               call_record* host, cache_sample sample) {
+  rows_body<false>(a, rows, row_words, idx, out, n, rec, 32);
   hand_over_record(rec, host, sample);
 }
 
@@ -402,10 +424,18 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   } else {
     const std::uint64_t most = resident_blocks_per_sm * sms;
     const unsigned group = lanes_per_row(a, n, row_words, most * (block_threads / 32));
-    const auto kernel =
-        rows_kernel<gather_rows_kernel<false, W, I>, gather_rows_kernel<true, W, I>>(group);
-    kernel<<<static_cast<unsigned>(grid_for(n, block_threads / group, most)), block_threads, 0,
-             s>>>(a, ea.rows(), row_words, idx, out, n, rec, host, sample, group);
+    if (group == 32 && n <= full_registers_rows) {
+      prefer_shared_memory<full_registers_rows_kernel<W, I>>();
+      full_registers_rows_kernel<W, I><<<static_cast<unsigned>(grid_for(
+                                             n, block_threads / 32, most)),
+                                         block_threads, 0, s>>>(a, ea.rows(), row_words, idx, out,
+                                                                n, rec, host, sample);
+    } else {
+      const auto kernel =
+          rows_kernel<gather_rows_kernel<false, W, I>, gather_rows_kernel<true, W, I>>(group);
+      kernel<<<static_cast<unsigned>(grid_for(n, block_threads / group, most)), block_threads, 0,
+               s>>>(a, ea.rows(), row_words, idx, out, n, rec, host, sample, group);
+    }
   }
   WARPSTORE_CHECK_LAUNCH();
 }
