@@ -43,18 +43,16 @@ constexpr unsigned block_threads = 256;
 constexpr int min_blocks_per_sm = 3;
 constexpr std::uint64_t resident_blocks_per_sm = 2;
 constexpr unsigned wide_threads = 1024;
-// Which row gathers full_registers_rows_kernel (below) reads: a warp a
-// row (group 32), and either one wave of one block a multiprocessor, or
-// rows of at most full_registers_row_bytes and at most
-// full_registers_rows of them. Measured on an H200 (2026-12-02, medians of
-// synchronised calls, every call checked, A/B in one call): 1 K rows of
-// 128 B, 512 B and 4 KiB 2 to 3 us faster a call (about 30 us) when they
-// hit and 3 to 6 us when they miss; 8 K rows of 128 B and 512 B that
-// miss 7 to 13 us faster (about 190 us); but 8 K rows of 4 KiB that hit
-// 12 us slower (76 to 88 us: copies want the warps in flight), and, in
-// an earlier probe, 64 K rows of 128 B that miss 22 % slower.
-constexpr std::uint64_t full_registers_rows = 16384;
-constexpr std::uint64_t full_registers_row_bytes = 512;
+// full_registers_rows_kernel (below) reads a row gather that is one wave
+// of one block a multiprocessor, a warp a row (about 1 K rows on an H200).
+// Measured there (2026-12-02, medians of synchronised calls, every call
+// checked, two builds alternating in one call): 1 K rows of 128 B, 512 B
+// and 4 KiB 2 to 4 us faster a call (from 31 to 33 us) when they hit and
+// 2 to 8 us (from 45 to 120) when they miss. Larger gathers keep the
+// three-block kernel: with the full-register one, 8 K rows of 4 KiB that
+// hit ran 12 us slower (76 to 88 us: copies want the warps in flight),
+// 64 K rows of 128 B that miss 22 % slower (an earlier probe), and 8 K
+// rows of 128 B and 512 B only 1 to 7 % faster.
 
 // A multiprocessor splits its on-chip memory between L1 and shared memory
 // for the blocks resident on it, and blocks of another split wait until it
@@ -215,8 +213,8 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
   hand_over_record(rec, host, sample);
 }
 
-// gather_rows_kernel, a warp a row, for small gathers (full_registers_rows
-// above says which): one block a multiprocessor may take all the
+// gather_rows_kernel, a warp a row, for a gather of one wave (above): one
+// block a multiprocessor may take all the
 // registers the lookups want (210 to 236 a thread, no spills), where under
 // the three-block bound of 80 ptxas spills (890 bytes of spill stores and
 // 1,536 of spill loads in the 16-byte-word kernel) and a 1 K-row gather
@@ -432,12 +430,10 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   } else {
     const std::uint64_t most = resident_blocks_per_sm * sms;
     const unsigned group = lanes_per_row(a, n, row_words, most * (block_threads / 32));
-    const std::uint64_t one_wave = sms * (block_threads / 32);
-    if (group == 32 && (n <= one_wave || (n <= full_registers_rows &&
-                                          ea.row_bytes() <= full_registers_row_bytes))) {
+    if (group == 32 && n <= sms * (block_threads / 32)) {  // one wave, one block an SM
       prefer_shared_memory<full_registers_rows_kernel<W, I>>();
-      full_registers_rows_kernel<W, I><<<static_cast<unsigned>(grid_for(
-                                             n, block_threads / 32, most)),
+      full_registers_rows_kernel<W, I><<<static_cast<unsigned>(grid_for(n, block_threads / 32,
+                                                                         sms)),
                                          block_threads, 0, s>>>(a, ea.rows(), row_words, idx, out,
                                                                 n, rec, host, sample);
     } else {
