@@ -43,16 +43,6 @@ constexpr unsigned block_threads = 256;
 constexpr int min_blocks_per_sm = 3;
 constexpr std::uint64_t resident_blocks_per_sm = 2;
 constexpr unsigned wide_threads = 1024;
-// full_registers_rows_kernel (below) reads a row gather that is one wave
-// of one block a multiprocessor, a warp a row (about 1 K rows on an H200).
-// Measured there (2026-12-02, medians of synchronised calls, every call
-// checked, two builds alternating in one call): 1 K rows of 128 B, 512 B
-// and 4 KiB 2 to 4 us faster a call (from 31 to 33 us) when they hit and
-// 2 to 8 us (from 45 to 120) when they miss. Larger gathers keep the
-// three-block kernel: with the full-register one, 8 K rows of 4 KiB that
-// hit ran 12 us slower (76 to 88 us: copies want the warps in flight),
-// 64 K rows of 128 B that miss 22 % slower (an earlier probe), and 8 K
-// rows of 128 B and 512 B only 1 to 7 % faster.
 
 // A multiprocessor splits its on-chip memory between L1 and shared memory
 // for the blocks resident on it, and blocks of another split wait until it
@@ -213,15 +203,22 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
   hand_over_record(rec, host, sample);
 }
 
-// gather_rows_kernel, a warp a row, for a gather of one wave (above): one
-// block a multiprocessor may take all the
-// registers the lookups want (210 to 236 a thread, no spills), where under
-// the three-block bound of 80 ptxas spills (890 bytes of spill stores and
-// 1,536 of spill loads in the 16-byte-word kernel) and a 1 K-row gather
-// that hits makes about 110 local-memory requests a warp (ncu, H200,
-// 2026-12-02). A gather that small is done in microseconds, so
-// holding the register file that long keeps nothing else out for long;
-// larger gathers, whose misses want the warps in flight, keep the bound.
+// gather_rows_kernel, a warp a row, for a gather of one wave: at most a row
+// a warp with one block a multiprocessor (1,056 rows on an H200). Such a
+// block may take all the registers the lookups want (210 to 236 a thread,
+// no spills). Under the three-block bound of 80, ptxas spills (890 bytes of
+// spill stores and 1,536 of spill loads in the 16-byte-word kernel), and a
+// 1 K-row gather that hits makes about 110 local-memory requests a warp
+// (ncu, H200, 2026-12-02). A gather that small is done in microseconds, so
+// holding the register file that long keeps nothing else out for long.
+// Measured there (medians of synchronised calls, every call checked, two
+// builds alternating in one call): 1 K rows of 128 B, 512 B and 4 KiB 2 to
+// 4 us faster a call (from 31 to 33 us) when they hit and 2 to 8 us (from
+// 45 to 120) when they miss. Larger gathers keep the bounded kernel: with
+// this one, 8 K rows of 4 KiB that hit ran 12 us slower (76 to 88 us:
+// copies want the warps in flight), 64 K rows of 128 B that miss 22 %
+// slower (an earlier probe), and 8 K rows of 128 B and 512 B only 1 to 7 %
+// faster.
 template <class W, class I>
 __global__ void __launch_bounds__(block_threads, 1)
     full_registers_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words,
