@@ -396,11 +396,12 @@ options one_set_of_four(std::uint64_t timeout_ns) {
 
 TEST(ArrayReadPressure, WaitingBehindAFullCacheIsSlowNotStuck) {
   // One set of 4 lines, 24 lanes wanting random lines, every READ held
-  // 10 ms: a lane waits for a victim far longer than the 40 ms deadline,
-  // while the set keeps moving (fills, releases). That is a cache smaller
-  // than the work, not a stuck one: every read must complete, right.
+  // 10 ms: a lane waits for a victim far longer than the 40 ms deadline
+  // (120 ms under a sanitizer), while the set keeps moving (fills,
+  // releases). That is a cache smaller than the work, not a stuck one:
+  // every read must complete, right.
   test::pattern_file file(2 << 20);
-  const options o = one_set_of_four(40'000'000ull);
+  const options o = one_set_of_four(40'000'000ull * test::sanitizer_deadline_scale);
   fault_plan plan;
   plan.kind = fault_kind::delay;
   plan.probability = 1;

@@ -130,6 +130,16 @@ constexpr double idle_share_bound = 0.10;
 constexpr double idle_share_bound = 0.02;
 #endif
 
+// How much longer a deadline a test that means to outlast it allows under
+// a sanitizer: on two cores every thread there can go unscheduled for tens
+// of milliseconds (a 40 ms deadline expired under AddressSanitizer in CI,
+// 2026-12-02, with 24 lanes and the service threads on two cores).
+#if defined(__SANITIZE_THREAD__) || defined(__SANITIZE_ADDRESS__)
+constexpr std::uint64_t sanitizer_deadline_scale = 3;
+#else
+constexpr std::uint64_t sanitizer_deadline_scale = 1;
+#endif
+
 // CPU seconds per wall second the whole process spent while this thread
 // slept for `wall`: what its idle threads cost.
 inline double idle_cpu_share(std::chrono::milliseconds wall) {
