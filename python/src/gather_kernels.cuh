@@ -194,37 +194,13 @@ __global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
   hand_over_record(rec, host, sample);
 }
 
-template <bool Lanes, class W, class I>
-__global__ void __launch_bounds__(block_threads, min_blocks_per_sm)
+// MinBlocks: min_blocks_per_sm, or 1 for a gather of one wave (launch).
+template <bool Lanes, int MinBlocks, class W, class I>
+__global__ void __launch_bounds__(block_threads, MinBlocks)
     gather_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words, const I* idx,
                        W* out, std::uint64_t n, call_record* rec, call_record* host,
                        cache_sample sample, unsigned group) {
   rows_body<Lanes>(a, rows, row_words, idx, out, n, rec, group);
-  hand_over_record(rec, host, sample);
-}
-
-// gather_rows_kernel, a warp a row, for a gather of one wave: at most a row
-// a warp with one block a multiprocessor (1,056 rows on an H200). Such a
-// block may take all the registers the lookups want (210 to 236 a thread,
-// no spills). Under the three-block bound of 80, ptxas spills (890 bytes of
-// spill stores and 1,536 of spill loads in the 16-byte-word kernel), and a
-// 1 K-row gather that hits makes about 110 local-memory requests a warp
-// (ncu, H200, 2026-12-02). A gather that small is done in microseconds, so
-// holding the register file that long keeps nothing else out for long.
-// Measured there (medians of synchronised calls, every call checked, two
-// builds alternating in one call): 1 K rows of 128 B, 512 B and 4 KiB 2 to
-// 4 us faster a call (from 31 to 33 us) when they hit and 2 to 8 us (from
-// 45 to 120) when they miss. Larger gathers keep the bounded kernel: with
-// this one, 8 K rows of 4 KiB that hit ran 12 us slower (76 to 88 us:
-// copies want the warps in flight), 64 K rows of 128 B that miss 22 %
-// slower (an earlier probe), and 8 K rows of 128 B and 512 B only 1 to 7 %
-// faster.
-template <class W, class I>
-__global__ void __launch_bounds__(block_threads, 1)
-    full_registers_rows_kernel(array_ref<W> a, std::uint64_t rows, std::uint64_t row_words,
-                               const I* idx, W* out, std::uint64_t n, call_record* rec,
-                               call_record* host, cache_sample sample) {
-  rows_body<false>(a, rows, row_words, idx, out, n, rec, 32);
   hand_over_record(rec, host, sample);
 }
 
@@ -427,18 +403,29 @@ void launch(const erased_array& ea, const I* idx, std::uint64_t n, W* out, cudaS
   } else {
     const std::uint64_t most = resident_blocks_per_sm * sms;
     const unsigned group = lanes_per_row(a, n, row_words, most * (block_threads / 32));
-    if (group == 32 && n <= sms * (block_threads / 32)) {  // one wave, one block an SM
-      prefer_shared_memory<full_registers_rows_kernel<W, I>>();
-      full_registers_rows_kernel<W, I><<<static_cast<unsigned>(grid_for(n, block_threads / 32,
-                                                                         sms)),
-                                         block_threads, 0, s>>>(a, ea.rows(), row_words, idx, out,
-                                                                n, rec, host, sample);
-    } else {
-      const auto kernel =
-          rows_kernel<gather_rows_kernel<false, W, I>, gather_rows_kernel<true, W, I>>(group);
-      kernel<<<static_cast<unsigned>(grid_for(n, block_threads / group, most)), block_threads, 0,
-               s>>>(a, ea.rows(), row_words, idx, out, n, rec, host, sample, group);
+    auto kernel = rows_kernel<gather_rows_kernel<false, min_blocks_per_sm, W, I>,
+                              gather_rows_kernel<true, min_blocks_per_sm, W, I>>(group);
+    // A gather of one wave (a row a warp, one block a multiprocessor: 1,056
+    // rows on an H200) takes the kernel bounded to one block, which keeps
+    // all the registers its lookups want (210 to 236 a thread). Under the
+    // bound of 80, ptxas spills (890 bytes of spill stores and 1,536 of
+    // spill loads in the 16-byte-word kernel), and a 1 K-row gather that
+    // hits makes about 110 local-memory requests a warp (ncu, H200,
+    // 2026-12-02). A gather that small is done in microseconds, so holding
+    // the register file that long keeps nothing else out for long. Measured
+    // there (medians of synchronised calls, every call checked, two builds
+    // alternating in one call): 1 K rows of 128 B, 512 B and 4 KiB 2 to 4 us
+    // faster a call (from 31 to 33 us) when they hit and 2 to 8 us (from 45
+    // to 120) when they miss. Larger gathers keep the bound: without it, 8 K
+    // rows of 4 KiB that hit ran 12 us slower (76 to 88 us: copies want the
+    // warps in flight), 64 K rows of 128 B that miss 22 % slower (an earlier
+    // probe), and 8 K rows of 128 B and 512 B only 1 to 7 % faster.
+    if (group == 32 && n <= sms * (block_threads / 32)) {
+      prefer_shared_memory<gather_rows_kernel<false, 1, W, I>>();
+      kernel = gather_rows_kernel<false, 1, W, I>;
     }
+    kernel<<<static_cast<unsigned>(grid_for(n, block_threads / group, most)), block_threads, 0,
+             s>>>(a, ea.rows(), row_words, idx, out, n, rec, host, sample, group);
   }
   WARPSTORE_CHECK_LAUNCH();
 }
