@@ -436,9 +436,11 @@ TEST(HostControllerSleep, IdleThreadsSleepAndStillServeEveryQueue) {
   std::vector<std::byte> dst(4096);
   ASSERT_TRUE(read_blocks(ctl->device_ref().queues.pick(0), 0, 8, dst.data()).success());
   std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // past the long quiet
-  const double share = test::idle_cpu_share(std::chrono::milliseconds(1000));
-  EXPECT_LT(share, test::idle_share_bound)
-      << "4 idle service threads took " << share << " of a core";
+  const test::idle_cost idle = test::measure_idle(std::chrono::milliseconds(1000));
+  EXPECT_LT(idle.cpu_share, test::idle_share_bound)
+      << "4 idle service threads took " << idle.cpu_share << " of a core";
+  // Four threads napping 20 ms at a time: 200 wake-ups a second.
+  EXPECT_LT(idle.wakeups_per_s, 400) << "4 idle service threads";
 
   for (std::uint32_t q : {3u, 1u}) {  // every thread napping
     const auto t0 = std::chrono::steady_clock::now();

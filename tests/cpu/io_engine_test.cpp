@@ -56,7 +56,8 @@ std::uint64_t wrong_reads(const array<std::uint64_t>& a, std::uint64_t n, std::u
 }  // namespace
 
 // 64 arrays open at once run on the threads of one: each gets its reads
-// right, and the idle lot takes under 2 % of a core (10 % under a sanitizer).
+// right, and the idle lot takes under 4 % of a core (0.06 % an array) and
+// wakes about 100 times a second.
 TEST(IoEngine, ManyArraysShareOnePool) {
   ASSERT_EQ(engine_threads(), 0u) << "an engine outlived the controllers of an earlier test";
   test::pattern_file file(1 << 20);
@@ -73,8 +74,14 @@ TEST(IoEngine, ManyArraysShareOnePool) {
   for (auto& a : arrays) EXPECT_NO_THROW(a->check());
 
   std::this_thread::sleep_for(std::chrono::milliseconds(1300));  // past the long quiet
-  const double share = test::idle_cpu_share(std::chrono::milliseconds(1000));
-  EXPECT_LT(share, test::idle_share_bound) << "64 idle arrays took " << share << " of a core";
+  const test::idle_cost idle = test::measure_idle(std::chrono::milliseconds(1000));
+  // Each nap ends in a round that reads 256 doorbells, most of them cache
+  // misses: 0.015 to 0.018 of a core here (2026-12-02), so twice one
+  // controller's bound.
+  const double bound = test::sanitized ? test::idle_share_bound : 2 * test::idle_share_bound;
+  EXPECT_LT(idle.cpu_share, bound) << "64 idle arrays took " << idle.cpu_share << " of a core";
+  // Two threads napping 20 ms at a time: 100 wake-ups a second, not thousands.
+  EXPECT_LT(idle.wakeups_per_s, 200) << "64 idle arrays";
 
   // A read after the long quiet, with nothing announced, is still served.
   EXPECT_EQ(wrong_reads(*arrays[17], 50, 99), 0u);
