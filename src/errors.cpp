@@ -42,6 +42,7 @@ std::string describe(nvme::status st) {
       what = c == nvme::sc::deadline_exceeded    ? "deadline exceeded"
              : c == nvme::sc::index_out_of_range ? "index out of range"
              : c == nvme::sc::no_victim          ? "no cache line free"
+             : c == nvme::sc::starved            ? "no cache line free while its set kept changing"
                                                  : "vendor error";
       break;
     default:
@@ -68,6 +69,13 @@ std::string message(const error_record& r, const std::string& where) {
         m += "; every line of its cache set stayed pinned for the whole wait: the call pins more "
              "lines at once than the cache holds (a larger cache, more ways, or fewer lines "
              "pinned at once)";
+      if (nvme::status{r.status}.type() == nvme::status_type::vendor &&
+          nvme::status{r.status}.code() == nvme::sc::starved)
+        m += "; its cache set kept changing for the whole wait (" +
+             std::to_string(detail::deadline::max_extension) +
+             " deadlines), but other reads took every line freed there: the call wants far "
+             "more lines of one set at once than the cache holds (a larger cache, or a longer "
+             "deadline)";
       break;
     default:
       if (nvme::status{r.status}.type() == nvme::status_type::generic &&

@@ -97,6 +97,7 @@ struct cache_ref {
   std::uint32_t* states;      // [num_lines]
   std::uint32_t* set_locks;   // [num_sets]
   std::uint32_t* set_hands;   // [num_sets] clock hands
+  std::uint32_t* set_urgent;  // [num_sets] callers waiting there with priority
   std::uint32_t* evictions_in_flight;  // [eviction_mask + 1] by key hash: evicted
                                        // lines whose WRITE has not completed
   cache_counters* counters;   // [counter_shards]
@@ -142,7 +143,16 @@ struct cache_ref {
   // Never spins: a caller told to retry holds nothing and should back off.
   // Under contention (more lines wanted at once than the cache holds) the
   // losers touch only plain loads, so the winners' atomics stay fast.
-  WARPSTORE_HD acquire_result acquire(std::uint64_t k, std::uint32_t pin_count) const {
+  //
+  // Victims go first to callers that have waited long (`urgent`, after
+  // begin_urgent): while any waits in the set, others may still hit but
+  // take no victim there. Without it a freed line goes to whoever looks
+  // first, most often the caller that just let go of one, and a waiter
+  // could wait for most of a launch (on the CPU target, 24 threads behind a
+  // 4-line cache: 400 to 600 ms of a 600 ms run) until its deadline's last
+  // extension ran out.
+  WARPSTORE_HD acquire_result acquire(std::uint64_t k, std::uint32_t pin_count,
+                                      bool urgent = false) const {
     const std::uint32_t set = set_of(k);
     const std::uint32_t base = set * ways;
     // Hit path: no lock. The scan is only a hint (the pin re-checks the tag),
@@ -163,8 +173,12 @@ struct cache_ref {
       state(i).fetch_sub(pin_count, detail::memory_order_relaxed);
       return {0, acquire_kind::retry};  // being filled or replaced: look again later
     }
-    // Miss path. A set whose every way is pinned or busy has no victim: say
-    // so without touching the lock.
+    // Miss path. Callers waiting with priority take the set's victims
+    // first. A set whose every way is pinned or busy has no victim: say so
+    // without touching the lock.
+    if (!urgent && detail::device_atomic<std::uint32_t>(set_urgent[set]).load(
+                       detail::memory_order_relaxed) != 0)
+      return {0, acquire_kind::retry};
     if (!has_candidate(base)) return {0, acquire_kind::retry};
     detail::device_atomic<std::uint32_t> lock(set_locks[set]);
     if (lock.load(detail::memory_order_relaxed) != 0 ||
@@ -219,6 +233,16 @@ struct cache_ref {
     }
     lock.store(0, detail::memory_order_release);
     return {0, acquire_kind::retry};  // every way pinned or busy
+  }
+
+  // A caller that has waited long for a line of set `set` (its deadline
+  // overdue) claims priority there until it is served or gives up
+  // (end_urgent): newcomers defer to it (acquire).
+  WARPSTORE_HD void begin_urgent(std::uint32_t set) const {
+    detail::device_atomic<std::uint32_t>(set_urgent[set]).fetch_add(1, detail::memory_order_relaxed);
+  }
+  WARPSTORE_HD void end_urgent(std::uint32_t set) const {
+    detail::device_atomic<std::uint32_t>(set_urgent[set]).fetch_sub(1, detail::memory_order_relaxed);
   }
 
   // Whether a state word is a line ready to be written back: valid, dirty,

@@ -66,6 +66,7 @@ inline constexpr std::uint8_t unrecovered_read = 0x81;  // media type
 inline constexpr std::uint8_t deadline_exceeded = 0xC0;
 inline constexpr std::uint8_t index_out_of_range = 0xC1;
 inline constexpr std::uint8_t no_victim = 0xC2;
+inline constexpr std::uint8_t starved = 0xC3;
 }  // namespace sc
 
 // A decoded 15-bit status field (completion dword 3 bits 31:17), kept
@@ -92,6 +93,12 @@ struct status {
   // more lines pinned at once than the cache holds.
   WARPSTORE_HD static constexpr status no_victim() {
     return make(status_type::vendor, sc::no_victim);
+  }
+  // A wait that gave up while its cache set kept changing (deadline::capped):
+  // other accesses took every line freed there. The launch wants far more
+  // lines of one set at once than the cache holds.
+  WARPSTORE_HD static constexpr status starved() {
+    return make(status_type::vendor, sc::starved);
   }
   WARPSTORE_HD constexpr bool is_deadline() const {
     return type() == status_type::vendor && code() == sc::deadline_exceeded;

@@ -109,6 +109,35 @@ TEST(Cache, PinnedLinesAreNeverVictims) {
   EXPECT_EQ(r.acquire(keys[0], 1).kind, acquire_kind::hit);
 }
 
+// A caller waiting long with priority (begin_urgent) gets the set's next
+// victim: newcomers to that set still hit, but take no victim there until
+// it is served (end_urgent). Other sets are not held back.
+TEST(Cache, VictimsGoToUrgentWaitersFirst) {
+  cache c(64 << 10, 4096, 4);  // 16 lines, 4 sets of 4
+  const cache_ref& r = c.ref();
+  const auto keys = keys_in_set(r, 2, 6);
+  for (int i = 0; i < 4; ++i) {
+    const acquire_result a = r.acquire(keys[i], 1);
+    ASSERT_EQ(a.kind, acquire_kind::fill);
+    r.publish(a.slot, 4096);
+    r.release(a.slot, 1);
+  }
+  r.begin_urgent(2);
+  EXPECT_EQ(r.acquire(keys[4], 1).kind, acquire_kind::retry) << "a newcomer took the victim";
+  const acquire_result h = r.acquire(keys[0], 1);
+  ASSERT_EQ(h.kind, acquire_kind::hit) << "a newcomer's hit was held back";
+  r.release(h.slot, 1);
+  const auto elsewhere = keys_in_set(r, 3, 1);
+  const acquire_result o = r.acquire(elsewhere[0], 1);
+  EXPECT_EQ(o.kind, acquire_kind::fill) << "another set was held back";
+  const acquire_result u = r.acquire(keys[4], 1, /*urgent=*/true);
+  ASSERT_EQ(u.kind, acquire_kind::fill);
+  r.publish(u.slot, 4096);
+  r.release(u.slot, 1);
+  r.end_urgent(2);
+  EXPECT_EQ(r.acquire(keys[5], 1).kind, acquire_kind::fill);
+}
+
 TEST(Cache, ClockGivesReferencedLinesASecondChance) {
   cache c(64 << 10, 4096, 4);
   const cache_ref& r = c.ref();

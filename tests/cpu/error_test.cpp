@@ -6,13 +6,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <memory>
 #include <optional>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <type_traits>
+#include <utility>
 
 #include "controller/fault_policy.h"
 #include "controller/host_controller.h"
@@ -284,4 +288,84 @@ TEST(ErrorText, NvmeStatusesAreNamed) {
             std::string::npos);
   EXPECT_NE(text(status_type::generic, 0x7E).find("generic error (sct 0x0, sc 0x7e)"),
             std::string::npos);
+}
+
+// A wait that gave up while its cache set kept changing says so, and what to
+// change; a plain deadline does not.
+TEST(ErrorText, StarvedWaitSaysItsSetKeptChanging) {
+  EXPECT_NE(describe(nvme::status::starved()).find("while its set kept changing"),
+            std::string::npos);
+  const auto what = [](nvme::status st) {
+    error_record rec{};
+    rec.record(error_kind::deadline, 0, st, 7, 56);
+    try {
+      raise_recorded(rec, "/data/f");
+    } catch (const io_error& e) {
+      EXPECT_EQ(e.kind(), error_kind::deadline);
+      EXPECT_EQ(e.status().raw, st.raw);
+      return std::string(e.what());
+    }
+    return std::string("nothing raised");
+  };
+  const std::string starved = what(nvme::status::starved());
+  EXPECT_NE(starved.find("deadline exceeded reading element 7"), std::string::npos) << starved;
+  EXPECT_NE(starved.find("kept changing for the whole wait (16 deadlines)"), std::string::npos)
+      << starved;
+  EXPECT_NE(starved.find("a larger cache, or a longer deadline"), std::string::npos) << starved;
+  EXPECT_EQ(what(nvme::status::deadline()).find("kept changing"), std::string::npos);
+}
+
+// A deadline is no progress for that long: it expires one timeout after the
+// work ahead last moved, and at the latest max_extension timeouts after the
+// first check however the work moves (then capped() says it was still
+// moving).
+TEST(Deadline, ExpiresOneTimeoutAfterTheLastProgress) {
+  using clock = std::chrono::steady_clock;
+  constexpr std::uint64_t timeout_ns = 20'000'000;
+  const auto run = [&](auto&& progress_at) {
+    detail::deadline dl(timeout_ns);
+    const auto t0 = clock::now();
+    for (;;) {
+      const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      if (dl.expired(progress_at(ms))) return std::pair{ms, dl.capped()};
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  };
+  // Nothing moves: one timeout.
+  const auto [still, still_capped] = run([](double) { return std::uint64_t{0}; });
+  EXPECT_GE(still, 20.0);
+  EXPECT_LT(still, 20.0 + 100.0);
+  EXPECT_FALSE(still_capped);
+  // The work moves every millisecond for 60 ms, then stops: a timeout after.
+  const auto [stopped, stopped_capped] =
+      run([](double ms) { return static_cast<std::uint64_t>(std::min(ms, 60.0)); });
+  EXPECT_GE(stopped, 60.0 + 20.0 - 2.0);
+  EXPECT_LT(stopped, 60.0 + 20.0 + 100.0);
+  EXPECT_FALSE(stopped_capped);
+  // The work moves all along: max_extension timeouts, then capped.
+  const auto [moving, moving_capped] = run([](double ms) { return static_cast<std::uint64_t>(ms); });
+  const double cap_ms = 20.0 * detail::deadline::max_extension;
+  EXPECT_GE(moving, cap_ms);
+  EXPECT_LT(moving, cap_ms + 100.0);
+  EXPECT_TRUE(moving_capped);
+}
+
+// A wait is overdue (claims priority for a cache line) once it has lasted a
+// quarter of its timeout, as of the clock's last reading.
+TEST(Deadline, OverdueAfterAQuarterTimeout) {
+  detail::deadline dl(40'000'000);
+  const auto check_once = [&] {  // the clock is read on the 1st, 65th, ... call
+    bool expired = false;
+    for (int i = 0; i < 64; ++i) expired = dl.expired(0) || expired;
+    return expired;
+  };
+  EXPECT_FALSE(check_once());
+  EXPECT_FALSE(dl.overdue());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  EXPECT_FALSE(check_once());
+  EXPECT_FALSE(dl.overdue());
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  EXPECT_FALSE(check_once());
+  EXPECT_TRUE(dl.overdue());
+  EXPECT_FALSE(dl.capped());
 }

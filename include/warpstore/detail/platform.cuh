@@ -168,6 +168,8 @@ class deadline {
       seen_ = progress;
       end_ = now + timeout_ < last_end_ ? now + timeout_ : last_end_;
     }
+    // Started at last_end_ - max_extension timeouts.
+    overdue_ = overdue_ || now + timeout_ * max_extension >= last_end_ + timeout_ / overdue_share;
     return now > end_;
   }
   // The same, for progress that costs something to read (a scan of a
@@ -180,11 +182,20 @@ class deadline {
     }
     return expired(progress());
   }
+  // Once expired: whether the wait ran to its last extension, the work ahead
+  // having moved within its last timeout. Such a wait was behind others all
+  // along and never got its turn (starved), which is not the same as stuck.
+  WARPSTORE_HD bool capped() const { return end_ != 0 && end_ == last_end_; }
+  // Whether the wait had lasted 1/overdue_share of its timeout or more at
+  // the last clock reading: long enough for priority over newcomers
+  // (cache_ref::acquire's `urgent`).
+  WARPSTORE_HD bool overdue() const { return overdue_; }
   WARPSTORE_HD void pause() {
     const unsigned ns = spins_ < 64 ? 32u : (spins_ < 4096 ? 256u : 2048u);
     backoff(ns);
   }
   static constexpr std::uint64_t max_extension = 16;
+  static constexpr std::uint64_t overdue_share = 4;
 
  private:
   std::uint64_t timeout_;
@@ -192,6 +203,7 @@ class deadline {
   std::uint64_t last_end_ = 0;
   std::uint64_t seen_ = 0;
   std::uint32_t spins_ = 0;
+  bool overdue_ = false;
 };
 
 // Which queue pair a caller uses by default: its SM on the GPU, a per-thread

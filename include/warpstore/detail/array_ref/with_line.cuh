@@ -30,13 +30,18 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
   detail::deadline dl(timeout_ns);
   std::uint32_t round = 0;
   std::uint32_t waits = 0;  // retries that waited for a line, not for a set's lock
+  // The set where this lane waits with priority (cache_ref::begin_urgent),
+  // once its deadline is overdue; num_sets while it does not.
+  std::uint32_t urgent_set = cache.num_sets;
   while (detail::warp::ballot(mask, pending) != 0) {
     const std::uint64_t k = pending ? cache_ref::key(source, line) : 0;
     const unsigned group = detail::warp::match_any(mask, k);
     const unsigned leader = detail::warp::first_lane(group);
     const bool is_leader = pending && detail::warp::lane() == leader;
+    const bool urgent =
+        (detail::warp::ballot(mask, pending && urgent_set != cache.num_sets) & group) != 0;
     acquire_result r{0, acquire_kind::retry};
-    if (is_leader) r = cache.acquire(k, detail::warp::popcount(group));
+    if (is_leader) r = cache.acquire(k, detail::warp::popcount(group), urgent);
     // A line whose eviction is still being written is not read yet: the
     // file does not hold its bytes until that WRITE completes.
     if (is_leader && r.kind == acquire_kind::fill && cache.eviction_pending(k)) {
@@ -135,12 +140,18 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
     if (pending) {
       // No line or victim for this long, while the set stood still: stuck.
       // A set that keeps moving (other lanes' fills and releases) is a
-      // cache smaller than the launch's lines: slow, not stuck.
+      // cache smaller than the launch's lines: slow, not stuck, until the
+      // last extension (then starved: others took every line freed).
       if (dl.expired_unless_moving([&] { return cache.set_digest(k); })) {
         pending = false;
         errors->record(error_kind::deadline, source,
-                       cache.set_all_pinned(k) ? nvme::status::no_victim() : nvme::status::deadline(),
+                       cache.set_all_pinned(k) ? nvme::status::no_victim()
+                       : dl.capped()           ? nvme::status::starved()
+                                               : nvme::status::deadline(),
                        index, l.request_for(line, 0).slba);
+      } else if (urgent_set == cache.num_sets && dl.overdue()) {
+        urgent_set = cache.set_of(k);
+        cache.begin_urgent(urgent_set);
       } else if (contended) {
         // The set's lock is held for one scan, never across I/O: look again
         // shortly, at the same pace however long the queue for the set.
@@ -154,10 +165,16 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
         // Exponential backoff: when more lines are wanted at once than the
         // cache holds, waiting lanes must leave the memory system to the
         // fills that free lines. A warp that just made room looks again
-        // at once.
-        detail::backoff(64u << (waits < 9 ? waits : 9));
+        // at once; one waiting with priority every microsecond at most
+        // (newcomers leave the set's victims to it).
+        const std::uint32_t most = urgent ? 4u : 9u;
+        detail::backoff(64u << (waits < most ? waits : most));
         ++waits;
       }
+    }
+    if (!pending && urgent_set != cache.num_sets) {  // served, or gave up
+      cache.end_urgent(urgent_set);
+      urgent_set = cache.num_sets;
     }
   }
   return g;
