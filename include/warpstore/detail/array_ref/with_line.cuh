@@ -30,16 +30,18 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
   detail::deadline dl(timeout_ns);
   std::uint32_t round = 0;
   std::uint32_t waits = 0;  // retries that waited for a line, not for a set's lock
-  // The set where this lane waits with priority (cache_ref::begin_urgent),
-  // once its deadline is overdue; num_sets while it does not.
-  std::uint32_t urgent_set = cache.num_sets;
+  // Whether this lane waits with priority in its line's set
+  // (cache_ref::begin_urgent): from when its deadline is overdue until it is
+  // served or gives up. A flag, not the set (set_of(k) again at the end):
+  // the row kernels run short of registers.
+  bool claimed = false;
   while (detail::warp::ballot(mask, pending) != 0) {
     const std::uint64_t k = pending ? cache_ref::key(source, line) : 0;
     const unsigned group = detail::warp::match_any(mask, k);
     const unsigned leader = detail::warp::first_lane(group);
     const bool is_leader = pending && detail::warp::lane() == leader;
     const bool urgent =
-        (detail::warp::ballot(mask, pending && urgent_set != cache.num_sets) & group) != 0;
+        (detail::warp::ballot(mask, pending && claimed) & group) != 0;
     acquire_result r{0, acquire_kind::retry};
     if (is_leader) r = cache.acquire(k, detail::warp::popcount(group), urgent);
     // A line whose eviction is still being written is not read yet: the
@@ -149,9 +151,9 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
                        : dl.capped()           ? nvme::status::starved()
                                                : nvme::status::deadline(),
                        index, l.request_for(line, 0).slba);
-      } else if (urgent_set == cache.num_sets && dl.overdue()) {
-        urgent_set = cache.set_of(k);
-        cache.begin_urgent(urgent_set);
+      } else if (!claimed && dl.overdue()) {
+        claimed = true;
+        cache.begin_urgent(cache.set_of(k));
       } else if (contended) {
         // The set's lock is held for one scan, never across I/O: look again
         // shortly, at the same pace however long the queue for the set.
@@ -172,9 +174,9 @@ WARPSTORE_HD detail::line_grant array_ref<T>::with_line(unsigned mask, bool want
         ++waits;
       }
     }
-    if (!pending && urgent_set != cache.num_sets) {  // served, or gave up
-      cache.end_urgent(urgent_set);
-      urgent_set = cache.num_sets;
+    if (!pending && claimed) {  // served, or gave up (k is still its key)
+      cache.end_urgent(cache.set_of(k));
+      claimed = false;
     }
   }
   return g;
