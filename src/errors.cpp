@@ -61,22 +61,23 @@ std::string message(const error_record& r, const std::string& where) {
     case error_kind::index_out_of_range:
       m += "index " + std::to_string(r.index) + " out of range";
       break;
-    case error_kind::deadline:
+    case error_kind::deadline: {
+      const nvme::status st{r.status};
+      const bool vendor = st.type() == nvme::status_type::vendor;
       m += "deadline exceeded reading element " + std::to_string(r.index) + " at LBA " +
-           std::to_string(r.lba) + ": " + describe(nvme::status{r.status});
-      if (nvme::status{r.status}.type() == nvme::status_type::vendor &&
-          nvme::status{r.status}.code() == nvme::sc::no_victim)
+           std::to_string(r.lba) + ": " + describe(st);
+      if (vendor && st.code() == nvme::sc::no_victim)
         m += "; every line of its cache set stayed pinned for the whole wait: the call pins more "
              "lines at once than the cache holds (a larger cache, more ways, or fewer lines "
              "pinned at once)";
-      if (nvme::status{r.status}.type() == nvme::status_type::vendor &&
-          nvme::status{r.status}.code() == nvme::sc::starved)
+      if (vendor && st.code() == nvme::sc::starved)
         m += "; its cache set kept changing for the whole wait (" +
              std::to_string(detail::deadline::max_extension) +
              " deadlines), but other reads took every line freed there: the call wants far "
              "more lines of one set at once than the cache holds (a larger cache, or a longer "
              "deadline)";
       break;
+    }
     default:
       if (nvme::status{r.status}.type() == nvme::status_type::generic &&
           nvme::status{r.status}.code() == nvme::sc::namespace_write_protected) {
