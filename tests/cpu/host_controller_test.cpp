@@ -453,15 +453,16 @@ TEST(HostControllerSleep, IdleThreadsSleepAndStillServeEveryQueue) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1200));
   }
   // Announced work wakes every thread at once: served sooner than a nap ends.
-  // Under a sanitizer on two cores a woken thread can wait tens of
-  // milliseconds for a core (CI measured 35 ms under TSan), so the bound
-  // scales there.
+  // Under a sanitizer on two cores a woken thread can wait longer than a nap
+  // for a core (CI measured 35 ms under TSan beside another test), so only
+  // the plain build can tell a wake-up from a nap; there it is asserted.
   {
     activity_scope busy(*ctl);
     const auto t0 = std::chrono::steady_clock::now();
     ASSERT_TRUE(read_blocks(ctl->device_ref().queues.pick(2), 16, 8, dst.data()).success());
-    EXPECT_LT(std::chrono::steady_clock::now() - t0,
-              std::chrono::milliseconds(20 * test::sanitizer_deadline_scale));
+    if (!test::sanitized) {
+      EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::milliseconds(20));
+    }
     EXPECT_EQ(first_mismatch(dst.data(), 16 * block, 4096, f.bytes()), -1);
   }
 }
