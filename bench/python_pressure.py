@@ -122,9 +122,11 @@ def main():
                     st = a.stats()
                 bad_total += bad
                 rate, misses = count / s, st["misses"] / s
-                print(f"pressure.{kind}.{r}x: {rate / 1e6:.2f} M {kind}/s, {misses / 1e3:.1f} K "
-                      f"line misses/s (miss path {miss_lines / 1e3:.1f} K lines/s, "
-                      f"{misses / miss_lines:.2f}), errors {st['errors']}, wrong {bad}")
+                against = (f"{misses / 1e3:.1f} K line misses/s (miss path "
+                           f"{miss_lines / 1e3:.1f} K lines/s, {misses / miss_lines:.2f})"
+                           if st["misses"] else "every line hit")
+                print(f"pressure.{kind}.{r}x: {rate / 1e6:.2f} M {kind}/s, {against}, "
+                      f"errors {st['errors']}, wrong {bad}")
                 params = {"working_set_over_cache": r, "count": count,
                           f"{kind}_per_s": round(rate), "cache_bytes": cache,
                           "line_size": line, "misses": st["misses"],
