@@ -122,27 +122,27 @@ def main():
                     st = a.stats()
                 bad_total += bad
                 rate, misses = count / s, st["misses"] / s
-                against = (f"{misses / 1e3:.1f} K line misses/s (miss path "
-                           f"{miss_lines / 1e3:.1f} K lines/s, {misses / miss_lines:.2f})"
-                           if st["misses"] else "every line hit")
+                row = {"name": f"pressure.{kind}.{r}x"}
+                if st["misses"]:
+                    against = (f"{misses / 1e3:.1f} K line misses/s (miss path "
+                               f"{miss_lines / 1e3:.1f} K lines/s, {misses / miss_lines:.2f})")
+                    row.update(value=round(misses), unit="line misses/s",
+                               ceiling=round(miss_lines),
+                               ceiling_name="miss path: one index in every line of the file "
+                                            "into an empty cache that holds it",
+                               ratio=round(misses / miss_lines, 3))
+                else:  # the working set fits: every line hit, no miss rate to compare
+                    against = "every line hit"
+                    row.update(value=round(rate), unit=f"{kind}/s (every line hit)")
                 print(f"pressure.{kind}.{r}x: {rate / 1e6:.2f} M {kind}/s, {against}, "
                       f"errors {st['errors']}, wrong {bad}")
-                params = {"working_set_over_cache": r, "count": count,
-                          f"{kind}_per_s": round(rate), "cache_bytes": cache,
-                          "line_size": line, "misses": st["misses"],
-                          "retries": st["retries"], "errors": st["errors"],
-                          "target": device}
-                if st["misses"]:
-                    rows.append({"name": f"pressure.{kind}.{r}x", "value": round(misses),
-                                 "unit": "line misses/s", "ceiling": round(miss_lines),
-                                 "ceiling_name": "miss path: one index in every line of the "
-                                                 "file into an empty cache that holds it",
-                                 "ratio": round(misses / miss_lines, 3),
-                                 "verified": True, "mismatches": bad, "params": params})
-                else:  # the working set fits: every line hit, no miss rate to compare
-                    rows.append({"name": f"pressure.{kind}.{r}x", "value": round(rate),
-                                 "unit": f"{kind}/s (every line hit)",
-                                 "verified": True, "mismatches": bad, "params": params})
+                row.update(verified=True, mismatches=bad,
+                           params={"working_set_over_cache": r, "count": count,
+                                   f"{kind}_per_s": round(rate), "cache_bytes": cache,
+                                   "line_size": line, "misses": st["misses"],
+                                   "retries": st["retries"], "errors": st["errors"],
+                                   "target": device})
+                rows.append(row)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)
