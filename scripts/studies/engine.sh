@@ -1,11 +1,14 @@
 # scripts/gpu.sh engine [STEP...]: the Python engine and training-loop
 # studies. Rows go to $OUT/*.json.
-#   tests        suite and pytest below
+#   tests        suite and pytest below (no longer fits one 600 s device call
+#                on a fresh machine: run `suite`, then `pytest`)
 #   suite        the GPU test suite alone (the 7 binaries of ctest -L gpu, bulk
 #                reads included; no Python extension built)
 #   pytest       builds the Python extension (both targets) and runs pytest
 #                with the CUDA backend (the concurrency, interrupt and
-#                idle-engine tests among them)
+#                idle-engine tests among them; 766 tests, about 420 s on an
+#                H200 after a 190 s build, 2026-12-03: on a fresh machine
+#                run a part a call, PYTEST_FILES naming the files)
 #   stress       the Python stress and interrupt study (bench/python_stress.py)
 #                on both backends, three processes at once (about 7 minutes;
 #                STRESS_OPS, STRESS_S)
@@ -59,7 +62,13 @@ study_engine() {
     gpu_tests gpu-tests.log "${gpu_test_names[@]}"
   fi
   if want tests || want pytest; then
-    timed pytest 360 "$py" -m pytest -q -p no:cacheprovider -rs --durations=15 "$root/python/tests"
+    # PYTEST_FILES: test files under python/tests (default: all of them).
+    local tests=("$root/python/tests") f
+    if [ -n "${PYTEST_FILES:-}" ]; then
+      tests=()
+      for f in $PYTEST_FILES; do tests+=("$root/python/tests/$f"); done
+    fi
+    timed pytest 540 "$py" -m pytest -q -p no:cacheprovider -rs --durations=15 "${tests[@]}"
   fi
 
   if want stress; then
