@@ -74,6 +74,14 @@ setup: memory, over the pinned page cache, for the file in the page cache
 where it fits; host after a drop). CPU-path rows have the GPU-memory
 ceiling (index_select) where it was measured.
 
+The on-disk ceiling: before the disk cells the run measures the disk
+(random O_DIRECT reads of 512 B, 4 KiB and 1 MiB: device.*.direct rows);
+gather.matrix.cold.median.ceiling is the median over the on-disk cells of
+np.memmap's time over the least time any method could take for the same
+batches at those rates (disk_lower_bound): the most the cold median could
+reach on this disk. Each on-disk warpstore row has its cell's ceiling
+(params.ceiling_vs_memmap).
+
 Every output is checked against the file's pattern (word w of the file is
 w * 0x9E3779B97F4A7C15; itself checked against the file's bytes at start):
 every row up to 64 MiB of rows, else 2048 random rows plus the first and
@@ -102,6 +110,9 @@ from warpstore._array import _row_line
 from warpstore._tools import (GOLDEN, bulk_breakdown, git_commit, human_bytes, import_kvikio,
                               parse_size, table, write_pattern_file)
 from warpstore.cli import _Parser, _fail, _list, _positive
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # loaded from a file, too (tests)
+from device_rate import random_read_rate  # noqa: E402 (bench/device_rate.py, beside this one)
 
 ROW_SIZES = {"128B": 128, "400B": 400, "512B": 512, "4096B": 4096, "16384B": 16384}
 BATCHES = {"1K": 1 << 10, "8K": 1 << 13, "64K": 1 << 16, "512K": 1 << 19}
@@ -139,6 +150,29 @@ DESCRIBE = {
 
 def pow2_ceil(x):
     return 1 << max(0, math.ceil(math.log2(max(1, x))))
+
+
+SECTOR = 512  # the smallest read the disk's O_DIRECT path takes
+
+
+def disk_lower_bound(idx, row_bytes, iops, bw):
+    """The least time any method could take to read rows `idx` of
+    `row_bytes` from a disk that serves at most `iops` requests and `bw`
+    bytes a second (both at once: generous), reading whole 512 B sectors:
+    the rows' sectors form runs; r requests read them with the smallest
+    gaps between runs read through (min over r of max(bytes / bw,
+    r / iops)). No latency, no CPU, no copy to the GPU: a ceiling, not a
+    model of any method."""
+    off = np.sort(np.asarray(idx, dtype=np.int64)) * row_bytes
+    first, last = off // SECTOR, (off + row_bytes - 1) // SECTOR
+    gaps = first[1:] - last[:-1] - 1  # rows are distinct and equal: both sorted
+    gaps = np.sort(gaps[gaps > 0])
+    needed = int(last[-1] - first[0] + 1 - gaps.sum())
+    runs = gaps.size + 1
+    merged = np.concatenate(([0], np.cumsum(gaps)))  # m merges read the m smallest gaps
+    r = runs - np.arange(runs)
+    t = np.maximum((needed + merged) * SECTOR / bw, r / iops)
+    return float(t.min())
 
 
 def drop_pages(path):
@@ -289,6 +323,9 @@ class Matrix:
         self._open = {}
         self.no_copy = {}  # why the pinned or the GPU copy of the file is missing
         self.failures = []  # warpstore calls that raised: left out, and the run exits 1
+        # The disk's rates measured in this run (measure_disk), for the
+        # on-disk cells' ceiling; disk_note says why they are missing.
+        self.disk_rates, self.disk_note = None, "no on-disk cell was measured"
 
     # -- helpers ---------------------------------------------------------
     def _scaled(self, n, quantum):
@@ -439,6 +476,45 @@ class Matrix:
                     bad += int(np.any(got != w * GOLDEN))
         if bad:
             raise OSError(f"{path}: {bad} of {len(picks)} sampled blocks differ from the pattern")
+
+    def measure_disk(self):
+        """The disk's rates for the on-disk cells' ceiling, in this run:
+        random O_DIRECT reads of 512 B and of 4 KiB (the most requests a
+        second: the better of the two) and of 1 MiB (the most bytes a
+        second), 64 / 64 / 16 in flight. Each read is checked against the
+        file. Rows device.*.direct; none (and disk_note says why) where
+        the file system takes no O_DIRECT (tmpfs)."""
+        t = time.perf_counter()
+        secs = 1.5 if self.scale >= 1 else 0.3
+        rates = {}
+        try:
+            for name, block, depth in (("device.random512.direct", 512, 64),
+                                       ("device.random4k.direct", 4096, 64),
+                                       ("device.read1m.direct", 1 << 20, 16)):
+                r = random_read_rate(self.path, secs, depth, block, check=32)
+                rates[name] = r
+                self.results.append(dict(
+                    name=name, value=r["reads_s"], unit="reads/s", ceiling=None,
+                    ceiling_name=None, ratio=None, verified=r["mismatches"] == 0,
+                    mismatches=r["mismatches"],
+                    params=dict(block=block, depth=depth, seconds=round(r["seconds"], 2),
+                                gb_s=round(r["bytes_s"] / 1e9, 4), checked_blocks=r["checked"],
+                                file_bytes=self.file_bytes, method="pread O_DIRECT of random "
+                                "aligned blocks, one thread per read in flight "
+                                "(bench/device_rate.py)")))
+        except OSError as e:
+            self.disk_note = ("the disk's rates could not be measured (O_DIRECT reads of "
+                              f"the file): {' '.join(str(e).split())[:160]}")
+            self.log(f"disk rates: {self.disk_note}")
+            return
+        finally:
+            self.phase_seconds["disk rates"] = time.perf_counter() - t
+        self.disk_rates = dict(
+            iops=max(rates["device.random512.direct"]["reads_s"],
+                     rates["device.random4k.direct"]["reads_s"]),
+            bw=rates["device.read1m.direct"]["bytes_s"])
+        self.log(f"disk rates: {self.disk_rates['iops']:,.0f} reads/s at most, "
+                 f"{self.disk_rates['bw'] / 1e9:.2f} GB/s in 1 MiB reads")
 
     # -- one (row, batch, density) group -----------------------------------
     def make_batches(self, N, n, frac, count):
@@ -842,6 +918,9 @@ class Matrix:
             return
         figures = {}
         rest = batches[3 + 2 * T:]
+        if "memmap" in cpu:  # what the cell's ceiling is worked out from (summaries)
+            k = cpu.index("memmap")
+            g["memmap_batches"] = [b.np for b in rest[k * T:(k + 1) * T]]
         self.cpu_methods(g, [], [rest[k * T:(k + 1) * T] for k in range(len(cpu))], figures,
                          page=False, drop=lambda: drop_pages(self.path))
         wsfig = {}
@@ -970,12 +1049,67 @@ class Matrix:
             med and med["figures"]["memmap"]["rows_s"], "memmap", 10.0,
             f"no on-disk cell with {md} and memmap was measured",
             "the median ratio over the on-disk cells (the lower one of an even count)", len(srt))
+        self.cold_ceiling(disk, med)
         if not any(r["name"] == "bulk.host.vs_kvikio" for r in self.results):
             self.results.append(dict(
                 name="bulk.host.vs_kvikio", value=None, unit="GB/s", ceiling=None,
                 ceiling_name=None, ratio=None, verified=False, mismatches=0,
                 params=dict(target=1.0, reason="bulk.page.1GiB.warpstore_host was not measured "
                             "(see left_out)")))
+
+    def cold_ceiling(self, disk, med):
+        """gather.matrix.cold.median.ceiling: in each on-disk cell, np.memmap's
+        time over the least time any method could take for the same batches
+        on this disk (disk_lower_bound, at the rates measure_disk found or
+        the best bulk read from disk of this run, whichever is higher);
+        the value is the median of those ceilings, taken as the cold median
+        takes its cell (the lower one of an even count). A cold median
+        above it is out of any method's reach on this disk. Each on-disk
+        warpstore row gets its cell's ceiling (params.ceiling_vs_memmap)."""
+        name = "gather.matrix.cold.median.ceiling"
+        devices = [r for r in self.results if r["name"].startswith("device.")]
+        cells = [c for c in disk if c["g"].get("memmap_batches")]
+        if not self.disk_rates or not cells:
+            self.results.append(dict(
+                name=name, value=None, unit="x np.memmap", ceiling=None, ceiling_name=None,
+                ratio=None, verified=False, mismatches=0,
+                params=dict(reason=self.disk_note if not self.disk_rates else
+                            "no on-disk cell with np.memmap was measured")))
+            return
+        bulk = [r["value"] * 1e9 for r in self.results
+                if r["name"].startswith("bulk.disk.") and r["value"]]
+        bw = max([self.disk_rates["bw"]] + bulk)
+        iops = self.disk_rates["iops"]
+        got = []
+        for c in cells:
+            g = c["g"]
+            least = sum(disk_lower_bound(b, g["R"], iops, bw) for b in g["memmap_batches"])
+            v = c["figures"]["memmap"]["seconds"] / least
+            got.append((v, c))
+            for r in self.results:
+                if r["name"].startswith(c["cell"] + ".warpstore_"):
+                    r["params"]["ceiling_vs_memmap"] = round(v, 3)
+        got.sort(key=lambda x: x[0])
+        v, c = got[(len(got) - 1) // 2]
+        wrong = sum(r["mismatches"] for r in devices)
+        self.results.append(dict(
+            name=name, value=v, unit="x np.memmap", ceiling=None, ceiling_name=None, ratio=None,
+            verified=wrong == 0 and all(r["verified"] for r in devices), mismatches=wrong,
+            params=dict(
+                cell=c["cell"], cells=len(got),
+                cells_at_least_10=sum(x >= 10 for x, _ in got),
+                ceilings={x["cell"]: round(y, 3) for y, x in got},
+                reads_s=round(iops), gb_s=round(bw / 1e9, 4),
+                pick="the median ceiling (the lower one of an even count)",
+                model="np.memmap's seconds over the least any method could take for the same "
+                      "batches: whole 512 B sectors, at most reads_s requests and gb_s a second "
+                      "at once, gaps between runs read through where that is faster; no "
+                      "latency, CPU or copy to the GPU",
+                bounds="gather.matrix.cold.median.vs_memmap", bounded_target=10.0)))
+        if med is not None:
+            for r in self.results:
+                if r["name"] == "gather.matrix.cold.median.vs_memmap":
+                    r["params"]["ceiling_median"] = round(v, 3)
 
     # -- bulk ------------------------------------------------------------
     def bulk(self, res, labels):
@@ -1164,8 +1298,12 @@ class Matrix:
             if r["name"] in SUMMARY_NAMES:
                 v = "-" if r["value"] is None else f"{r['value']:.4g}"
                 ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-                log(f"  {r['name']}: {v} {r['unit']}, ratio {ratio} (target "
-                    f"{r['params'].get('target')}), {r['params'].get('cell') or r['params'].get('reason') or ''}")
+                p = r["params"]
+                aim = (f"target {p['target']}" if "target" in p else
+                       f"the most {p['bounds']} could reach on this disk; its target "
+                       f"{p.get('bounded_target')}" if "bounds" in p else "no target")
+                log(f"  {r['name']}: {v} {r['unit']}, ratio {ratio} ({aim}), "
+                    f"{p.get('cell') or p.get('reason') or ''}")
         if self.failures:
             log(f"\nWARPSTORE FAILED in {len(self.failures)} places:")
             for f in self.failures:
@@ -1261,8 +1399,8 @@ class Matrix:
 
 
 SUMMARY_NAMES = ("gather.matrix.worst.vs_best_cpu", "gather.matrix.median.vs_best_cpu",
-                 "gather.matrix.cold.median.vs_memmap", "gather.random512.defaults.vs_best_cpu",
-                 "bulk.host.vs_kvikio")
+                 "gather.matrix.cold.median.vs_memmap", "gather.matrix.cold.median.ceiling",
+                 "gather.random512.defaults.vs_best_cpu", "bulk.host.vs_kvikio")
 
 
 def run(args, log=print):
@@ -1279,6 +1417,8 @@ def run(args, log=print):
         m.phase_seconds["random512+bulk"] = time.perf_counter() - t
         m.grid("page")
         m.pinned = m.gpu_copy = None  # the in-memory ceilings are done with
+        if "disk" in args.residencies:
+            m.measure_disk()
         m.grid("disk")
         t = time.perf_counter()
         m.bulk("disk", first if "disk" in args.residencies else [])

@@ -245,3 +245,57 @@ def test_results_say_when_the_tree_is_not_its_commit(monkeypatch, tmp_path):
     (tmp_path / "a.txt").write_text("two")
     assert git_commit(str(tmp_path)) == head + "+dirty"
     assert git_commit(str(tmp_path / "nowhere")) == "unknown"
+
+
+def test_disk_lower_bound():
+    """The on-disk ceiling's least time: bytes at the disk's bandwidth or
+    requests at its rate, whichever bounds, with gaps read through where
+    that is faster; never below either for the rows' own sectors."""
+    lb = _bench_module().disk_lower_bound
+    # 1 K contiguous 512 B rows: 512 KiB in one request at 1 GB/s.
+    assert lb(np.arange(1024)[::-1], 512, 1e5, 1e9) == pytest.approx(1024 * 512 / 1e9)
+    # 1 K rows far apart: a request each (no gap is worth reading through).
+    far = np.arange(1024) * 1_000_000
+    assert lb(far, 512, 1e5, 1e9) == pytest.approx(1024 / 1e5)
+    # 128 B rows share sectors: 8 rows in 2 sectors cost 2 sectors' bytes.
+    assert lb(np.arange(8), 128, 1e9, 1e6) == pytest.approx(2 * 512 / 1e6)
+    # 400 B rows cross sectors: rows 0 and 2 are sectors 0 and 1..2, one run.
+    assert lb(np.array([0, 2]), 400, 1e3, 1e9) == pytest.approx(1 / 1e3)
+    # Two runs a sector apart at a low request rate: read as one (3 sectors).
+    two = np.array([0, 2])
+    assert lb(two, 512, 1.0, 1e9) == pytest.approx(1.0)
+    assert lb(two, 512, 1e9, 512.0) == pytest.approx(2.0)  # bandwidth-bound: 2 sectors
+    # Both bounds hold for any gathering: each is at most the true least.
+    rng = np.random.default_rng(3)
+    for row in (128, 400, 512, 4096, 16384):
+        idx = rng.choice(100_000, 2000, replace=False)
+        t = lb(idx, row, 5e4, 2e9)
+        sectors = {s for i in idx for s in range(i * row // 512, (i * row + row - 1) // 512 + 1)}
+        assert t >= len(sectors) * 512 / 2e9 * (1 - 1e-9)
+        assert t >= 1 / 5e4
+        assert t <= len(idx) / 5e4 + len(sectors) * 512 / 2e9
+
+
+def test_cold_ceiling_row(regimes):
+    """The run measures the disk and bounds the cold median with it, or
+    says why not (a file system without O_DIRECT)."""
+    doc, text = regimes
+    names = {r["name"]: r for r in doc["results"]}
+    c = names["gather.matrix.cold.median.ceiling"]
+    assert "gather.matrix.cold.median.ceiling" in text
+    if c["value"] is None:
+        assert "O_DIRECT" in c["params"]["reason"], c["params"]
+        return
+    p = c["params"]
+    assert c["verified"] and p["reads_s"] > 0 and p["gb_s"] > 0
+    for n in ("device.random512.direct", "device.random4k.direct", "device.read1m.direct"):
+        assert names[n]["verified"] and names[n]["value"] > 0, n
+    disk = {n: r for n, r in names.items()
+            if n.startswith("gather.matrix.disk.") and n.endswith(".warpstore_host")}
+    assert p["cells"] == len(disk) == len(p["ceilings"])
+    for n, r in disk.items():
+        assert r["params"]["ceiling_vs_memmap"] > 0, n
+    ceilings = sorted(p["ceilings"].values())
+    assert c["value"] == pytest.approx(ceilings[(len(ceilings) - 1) // 2], rel=1e-3)
+    assert names["gather.matrix.cold.median.vs_memmap"]["params"]["ceiling_median"] == \
+        pytest.approx(c["value"], rel=1e-3)
