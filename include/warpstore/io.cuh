@@ -210,26 +210,28 @@ struct io_ref {
   }
 
   // READs of the lanes of `todo` (two or more) from the memory controller,
-  // all at once: each has lanes / |todo| lanes of `mask` copying its line,
-  // so a warp filling k lines waits for one trip over PCIe, not k in turn
-  // (a gather reading 16 small rows a warp fills up to 16 lines a round).
+  // several at once, each line copied by a share of the lanes of `mask`
+  // (the rounds: detail::together), so a warp filling k small lines waits
+  // for one trip over PCIe, not k in turn (a gather reading 16 small rows a
+  // warp fills up to 16 lines a round), and a large line keeps enough lanes.
   WARPSTORE_HD nvme::status read_memory_together(unsigned mask, bool active, const io_request& r,
                                                  unsigned todo) const {
-    const unsigned k = detail::warp::popcount(todo);
-    const unsigned share = detail::warp::popcount(mask) / k;  // at least 1
+    const unsigned most = detail::warp::max_of(
+        mask, active ? static_cast<std::uint32_t>(r.blocks << nvme::block_shift) : 0u);
+    const detail::together t(detail::warp::popcount(mask), detail::warp::popcount(todo), most);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
-    const unsigned q = rank / share;  // the request this lane helps with, if q < k
-    unsigned left = todo;
-    for (unsigned j = 0; j < q && left != 0; ++j) left &= left - 1;
-    const unsigned src = q < k ? detail::warp::first_lane(left) : detail::warp::lane();
-    const io_request b = broadcast(mask, r, src);
-    if (q < k && memory_source_ref::check_range(b, memory.capacity_blocks).success())
-      detail::shared_copy(share, rank % share, b.dst, memory.data + (b.slba << nvme::block_shift),
-                          static_cast<std::uint32_t>(b.blocks << nvme::block_shift));
+    for (unsigned left = todo; left != 0; left = t.after_round(left)) {
+      const unsigned mine = t.request_of(left, rank);  // a lane of `todo`, or none
+      const bool helps = mine != detail::together::none;
+      const io_request b = broadcast(mask, r, helps ? mine : detail::warp::lane());
+      if (helps && memory_source_ref::check_range(b, memory.capacity_blocks).success())
+        detail::shared_copy(t.share, rank % t.share, b.dst,
+                            memory.data + (b.slba << nvme::block_shift),
+                            static_cast<std::uint32_t>(b.blocks << nvme::block_shift));
+    }
     detail::warp::sync(mask);
     return active ? memory_source_ref::check_range(r, memory.capacity_blocks) : nvme::status::ok();
   }
-
 
   // Claim every lane's slot, copy the bytes into staging with the whole
   // warp (GPU pull), then post; each lane waits for its own completion.

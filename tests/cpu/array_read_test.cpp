@@ -737,3 +737,62 @@ TEST(ArrayOpen, BadArgumentsAreRefused) {
   bad.queue_depth = 12;
   EXPECT_THROW(array<std::uint64_t>(file.path(), 0, bad), std::invalid_argument);
 }
+
+// How a warp's lanes share the memory controller's fills of several lines
+// (detail::together, io_ref::read_memory_together on the GPU, where a CPU
+// lane never fills two lines at once): every requested line is copied in
+// exactly one round by `share` lanes of ranks 0 to share - 1 among them; a
+// lane copies at most lane_bytes of a line a round unless the whole warp
+// already copies that line; small lines all go in one round.
+TEST(MemoryFillsTogether, EveryLineCopiedOnceByItsShare) {
+  using detail::together;
+  for (unsigned lanes = 2; lanes <= 32; ++lanes)
+    for (unsigned k = 2; k <= lanes; ++k)
+      for (std::uint32_t line : {512u, 4096u, 16384u, 65536u}) {
+        const together t(lanes, k, line);
+        SCOPED_TRACE(::testing::Message() << lanes << " lanes, " << k << " lines of " << line);
+        ASSERT_GE(t.share, 1u);
+        ASSERT_LE(t.share, lanes);
+        ASSERT_EQ(t.per_round, lanes / t.share);
+        EXPECT_TRUE(line <= together::lane_bytes * t.share || t.share == lanes);
+        // k requests on lanes spread over a warp (every third lane, wrapping).
+        unsigned todo = 0;
+        for (unsigned i = 0, l = 1; i < k; ++i) {
+          while (todo & (1u << l)) l = (l + 1) % 32;
+          todo |= 1u << l;
+          l = (l + 3) % 32;
+        }
+        std::vector<unsigned> copiers(32, 0), rounds_of(32, 0);
+        unsigned rounds = 0;
+        for (unsigned left = todo; left != 0; left = t.after_round(left), ++rounds) {
+          ASSERT_LT(rounds, k);
+          std::vector<std::vector<unsigned>> by_request(32);
+          for (unsigned rank = 0; rank < lanes; ++rank) {
+            const unsigned req = t.request_of(left, rank);
+            if (req == together::none) continue;
+            ASSERT_TRUE(left & (1u << req)) << "a request already copied, or none";
+            by_request[req].push_back(rank % t.share);
+          }
+          for (unsigned req = 0; req < 32; ++req) {
+            if (by_request[req].empty()) continue;
+            std::sort(by_request[req].begin(), by_request[req].end());
+            for (unsigned i = 0; i < t.share; ++i) ASSERT_EQ(by_request[req].at(i), i);
+            ASSERT_EQ(by_request[req].size(), t.share);
+            ++copiers[req];
+          }
+        }
+        for (unsigned req = 0; req < 32; ++req)
+          EXPECT_EQ(copiers[req], (todo >> req) & 1u) << "request on lane " << req;
+        EXPECT_EQ(rounds, (k + t.per_round - 1) / t.per_round);
+        if (line <= together::lane_bytes) {
+          EXPECT_EQ(rounds, 1u);  // small lines: all at once
+        }
+      }
+  // The cases named in the comment: 16 lines of 512 B two lanes each, in
+  // one round; 32 of 4 KiB eight each, four a round; 64 KiB the whole warp.
+  EXPECT_EQ(detail::together(32, 16, 512).share, 2u);
+  EXPECT_EQ(detail::together(32, 32, 4096).share, 8u);
+  EXPECT_EQ(detail::together(32, 32, 4096).per_round, 4u);
+  EXPECT_EQ(detail::together(32, 32, 65536).share, 32u);
+  EXPECT_EQ(detail::together(24, 3, 65536).share, 24u);
+}
