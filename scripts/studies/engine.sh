@@ -33,8 +33,13 @@
 #   pressure     more lines wanted than the cache holds (bench/python_pressure.py):
 #                2 M uint32 through 1024 lines of 64 KiB, and gathers at 0.1x,
 #                1x and 10x the cache against the miss path
+#   pressure-ab  the same against another commit's tree (AB_BASE, default
+#                f7efc18: before the 1-D miss path of 64 KiB lines ran 11x
+#                slower), its extension built beside this one from `git
+#                archive`; the two run alternately AB_ROUNDS times (2) into
+#                pressure-{this,base}-N.json (about 4 minutes on a fresh machine)
 study_summary="Python engine: GPU suite + pytest, stress, engine cost, GraphSAGE, fetch"
-study_steps="tests suite pytest stress pyasync bench engine graphsage attribution smoke repeats async cold fetch pressure variants"
+study_steps="tests suite pytest stress pyasync bench engine graphsage attribution smoke repeats async cold fetch pressure pressure-ab variants"
 
 study_engine() {
   local py=${PYTHON:-python3}
@@ -177,5 +182,24 @@ study_engine() {
 
   if want pressure; then
     timed pressure 240 "$py" "$root/bench/python_pressure.py" --dir /tmp --json "$out/pressure.json"
+  fi
+
+  if want pressure-ab; then
+    local base=${AB_BASE:-f7efc18} tree=/tmp/ab-tree bdir=/tmp/ab-build k
+    rm -rf "$tree" && mkdir -p "$tree"
+    if ! git -C "$root" archive "$base" | tar -x -C "$tree"; then
+      fail "pressure-ab: no tree of $base (git archive)"
+    elif ! (root=$tree build=$bdir study_name="$study_name (base $base)" \
+              GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
+              gpu_build 5 warpstore_python); then  # a subshell: its exit ends only the base's build
+      fail "pressure-ab: the build of $base failed (build.log)"
+    else
+      for k in $(seq "${AB_ROUNDS:-2}"); do
+        timed "pressure-this-$k" 90 "$py" "$root/bench/python_pressure.py" --dir /tmp \
+          --json "$out/pressure-this-$k.json"
+        timed "pressure-base-$k" 90 env PYTHONPATH="$tree/python:$bdir/python" \
+          "$py" "$tree/bench/python_pressure.py" --dir /tmp --json "$out/pressure-base-$k.json"
+      done
+    fi
   fi
 }
