@@ -16,10 +16,11 @@ import json
 import mmap
 import os
 import sys
-import threading
 import time
 
 import numpy as np
+
+from warpstore._tools import timed_threads
 
 
 def random_read_rate(path, seconds, depth, block=4096, check=256):
@@ -59,13 +60,7 @@ def random_read_rate(path, seconds, depth, block=4096, check=256):
                 errors.append(e)
             counts[t] = n
 
-        threads = [threading.Thread(target=reader, args=(t,)) for t in range(depth)]
-        t0 = time.perf_counter()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        took = time.perf_counter() - t0
+        took = timed_threads(reader, depth)
     finally:
         os.close(fd)
     if errors:
