@@ -396,8 +396,10 @@ options one_set_of_four(std::uint64_t timeout_ns) {
 
 TEST(ArrayReadPressure, WaitingBehindAFullCacheIsSlowNotStuck) {
   // One set of 4 lines, 24 lanes wanting random lines, every READ held
-  // 10 ms: a lane waits for a victim far longer than the 40 ms deadline
-  // (120 ms under a sanitizer), while the set keeps moving (fills,
+  // 10 ms (30 under a sanitizer, as its deadline): a lane waits for a
+  // victim far longer than the 40 ms deadline (120 ms under a sanitizer;
+  // with 10 ms reads there, fair service left the longest wait at 118 ms
+  // in one TSan run of 2026-12-03), while the set keeps moving (fills,
   // releases). That is a cache smaller than the work, not a stuck one:
   // every read must complete, right, and none waits near the deadline's
   // last extension (16 deadlines). Before waiters got priority once a
@@ -412,7 +414,7 @@ TEST(ArrayReadPressure, WaitingBehindAFullCacheIsSlowNotStuck) {
   fault_plan plan;
   plan.kind = fault_kind::delay;
   plan.probability = 1;
-  plan.hold_ns = 10'000'000ull;
+  plan.hold_ns = 10'000'000ull * test::sanitizer_deadline_scale;
   auto faults = std::make_shared<planned_faults>(plan);
   auto ctl = std::make_shared<host_controller>(
       std::make_shared<backing_file>(file.path(), direct_io::off), o, o.line_size, faults);
