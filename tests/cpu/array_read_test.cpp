@@ -764,7 +764,7 @@ TEST(MemoryFillsTogether, EveryLineCopiedOnceByItsShare) {
           todo |= 1u << l;
           l = (l + 3) % 32;
         }
-        std::vector<unsigned> copiers(32, 0), rounds_of(32, 0);
+        std::vector<unsigned> copiers(32, 0);
         unsigned rounds = 0;
         for (unsigned left = todo; left != 0; left = t.after_round(left), ++rounds) {
           ASSERT_LT(rounds, k);
