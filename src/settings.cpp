@@ -274,6 +274,13 @@ const setting table[] = {
             "a miss fills its line one time in this many and reads the row straight from host "
             "memory otherwise; 0 or 1: every miss fills",
      WARPSTORE_NUMERIC(gather_miss_admit)},
+    {.name = "memory_fill_together", .variable = "WARPSTORE_MEMORY_FILL_TOGETHER",
+     .flag = "memory-fill-together", .type = type::size, .group = group::tuning,
+     .max = 64u << 10,
+     .doc = "memory controller: a warp missing several lines at once fills those of at most this "
+            "many bytes together, each by a share of its lanes; larger lines one after another, "
+            "each by the whole warp; 0: always one after another",
+     WARPSTORE_NUMERIC(memory_fill_together)},
     {.name = "fetch_priority", .variable = "WARPSTORE_FETCH_PRIORITY", .flag = "fetch-priority",
      .type = type::flag, .group = group::tuning, .max = 1,
      .doc = "1: the PyG feature store's fetch-ahead gathers run on a highest-priority CUDA stream; "

@@ -31,6 +31,10 @@ struct memory_source_ref {
   std::uint64_t capacity_blocks;
   std::uint32_t* dirty_chunks;  // one flag per 1 << chunk_shift bytes; nullptr: read-only
   std::uint32_t chunk_shift;
+  // A warp's READs of lines of at most this many bytes go out together
+  // (io_ref::read_memory_together); larger ones in turn, each by the whole
+  // warp (options::memory_fill_together; 0: always in turn).
+  std::uint32_t together_bytes;
 
   WARPSTORE_HD static nvme::status check_range(const io_request& r, std::uint64_t capacity) {
     if (r.blocks == 0 || r.slba >= capacity || r.blocks > capacity - r.slba)
@@ -74,7 +78,12 @@ namespace detail {
 // few at a time, a 64 KiB line with the whole warp, in turn. With every line
 // at once, 32 lanes each copying a 64 KiB line of its own read the 1-D miss
 // path at 0.66 M lines a second, against 7.2 M with the warp copying each
-// line in turn (H200, 2026-12-03, bench/python_pressure.py).
+// line in turn (H200, 2026-12-03, bench/python_pressure.py). The warp takes
+// this way only for lines of at most memory_source_ref::together_bytes:
+// from 2 KiB a line keeps all 32 lanes busy (four 16-byte loads each) by
+// itself, and shares that do not divide the warp leave lanes idle (4 KiB
+// lines, nine at once: shares of 12 lanes, two lines a round, 30 rounds of
+// four loads a lane against 18 in turn).
 struct together {
   static constexpr unsigned none = 32;  // no request for this lane this round
   static constexpr std::uint32_t lane_bytes = 512;
@@ -228,13 +237,18 @@ struct io_ref {
   }
 
   // The whole warp executes each active lane's request in turn; READs of
-  // several lanes at once, each by its own share of the lanes.
+  // several small lines at once, each by its own share of the lanes.
   template <bool Write>
   WARPSTORE_HD nvme::status execute_memory(unsigned mask, bool active, const io_request& r) const {
     nvme::status mine = nvme::status::ok();
     unsigned todo = detail::warp::ballot(mask, active);
     if constexpr (!Write) {
-      if (detail::warp::popcount(todo) > 1) return read_memory_together(mask, active, r, todo);
+      if (detail::warp::popcount(todo) > 1) {
+        const std::uint32_t most = detail::warp::max_of(
+            mask, active ? static_cast<std::uint32_t>(r.blocks << nvme::block_shift) : 0u);
+        if (most <= memory.together_bytes)
+          return read_memory_together(mask, active, r, todo, most);
+      }
     }
     while (todo) {
       const unsigned src = detail::warp::first_lane(todo);
@@ -253,9 +267,7 @@ struct io_ref {
   // for one trip over PCIe, not k in turn (a gather reading 16 small rows a
   // warp fills up to 16 lines a round), and a large line keeps enough lanes.
   WARPSTORE_HD nvme::status read_memory_together(unsigned mask, bool active, const io_request& r,
-                                                 unsigned todo) const {
-    const unsigned most = detail::warp::max_of(
-        mask, active ? static_cast<std::uint32_t>(r.blocks << nvme::block_shift) : 0u);
+                                                 unsigned todo, std::uint32_t most) const {
     const detail::together t(detail::warp::popcount(mask), detail::warp::popcount(todo), most);
     const unsigned rank = detail::warp::rank_in(mask, detail::warp::lane());
     for (unsigned left = todo; left != 0; left = t.after_round(left)) {

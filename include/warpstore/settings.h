@@ -112,6 +112,15 @@ struct options {
   // (array_ref::admit_misses): a cache that cannot hold the working set
   // then costs a row what the row is, not a line. 0 or 1: every miss fills.
   std::uint32_t gather_miss_admit = 8;
+  // Memory-controller fills (WARPSTORE_MEMORY_FILL_TOGETHER): a warp that
+  // misses several lines at once copies those of at most this many bytes
+  // together, each line by a share of its lanes (one trip over PCIe for
+  // many small lines); larger lines go one after another, each by the
+  // whole warp, which keeps every lane busy from 2 KiB up (shares that do
+  // not divide the warp left lanes idle for some counts of lines: 4 KiB
+  // lines, nine at once, took 30 rounds of loads against 18). 0: always
+  // one after another.
+  std::uint32_t memory_fill_together = 1024;
   // Fetch priority (WARPSTORE_FETCH_PRIORITY = 0 | 1): the PyG feature
   // store's fetch-ahead gathers run on a stream of the highest priority, so
   // the block scheduler hands their blocks the next free multiprocessors

@@ -20,7 +20,8 @@ def test_the_table_is_the_extensions():
     assert tuning == {"combine_writes", "eager_write_back", "overlapped_eviction", "deliver",
                       "write_behind_bytes", "combine_reads", "queue_spread", "gather_sm_share",
                       "gather_sort_rows", "gather_sort_bytes", "gather_miss_admit",
-                      "fetch_priority", "read_ahead", "read_ahead_cache", "bulk_chunk"}
+                      "fetch_priority", "read_ahead", "read_ahead_cache", "bulk_chunk",
+                      "memory_fill_together"}
 
 
 @pytest.mark.parametrize("t", backend().settings_table(),

@@ -1,6 +1,6 @@
-# scripts/gpu.sh apps-tune [tests] [graph] [taxi]: tuning runs of the
+# scripts/gpu.sh apps-tune [tests] [graph] [taxi] [fill]: tuning runs of the
 # applications study (about 5 minutes, build included), none of them written
-# to apps.json (--json "").
+# to apps.json (--json ""). Each step builds only what it runs.
 #   tests  the whole GPU suite (gpu-tests.log), while the data is generated
 #          on the CPU (graph and taxi table under $DATA, reused when there)
 #   graph  CC on the Kronecker graph, host controller against UVM: every edge
@@ -9,24 +9,33 @@
 #   taxi   taxi Q4 and Q5 at 1 %: service threads per column (the distance
 #          column and each further one), so the busy threads of all six
 #          controllers do not outnumber the cores, and the copy-engine delivery
+#   fill   BFS, CC and PageRank over the memory controller (4 KiB lines) with
+#          WARPSTORE_MEMORY_FILL_TOGETHER 0 (every line in turn), the
+#          default, and 65536 (every line together, the fills of 9c24b7a),
+#          taking turns, FILL_ROUNDS rounds (default 2); SCALE=23 makes it
+#          quick
 # Every run is checked against its CPU reference.
 study_summary="tuning runs of the apps study (not in apps.json)"
-study_steps="tests graph taxi"
+study_steps="tests graph taxi fill"
 tail_lines=0  # each run's summary lines are shown instead
 
 study_apps_tune() {
   local data=${DATA:-/tmp/warpstore-apps} scale=${SCALE:-25}
   mkdir -p "$data"
   machine_log
-  gpu_build 4 warpstore-graph warpstore-taxi warpstore-graphgen warpstore-taxigen gpu_array_read_test \
-    gpu_array_write_test gpu_checkpoint_test gpu_log_test gpu_queue_test
+  local targets="warpstore-graph warpstore-graphgen"
+  want taxi && targets+=" warpstore-taxi warpstore-taxigen"
+  want tests && targets+=" gpu_array_read_test gpu_array_write_test gpu_checkpoint_test gpu_log_test \
+gpu_queue_test"
+  # shellcheck disable=SC2086 # a list of targets
+  gpu_build 4 $targets
   local bin=$build/apps gen=$build/tools graph=$data/kron$scale.csr taxi=$data/taxi-zone
 
   step "data (background) and the GPU suite"
   (
     [ -s "$graph" ] || timeout 90 "$gen/warpstore-graphgen" kronecker "$graph" --scale "$scale" --threads 8 \
       >"$out/gen-graph.log" 2>&1
-    [ -d "$taxi" ] || timeout 40 "$gen/warpstore-taxigen" "$taxi" --rows 256M --layout zone --threads 8 \
+    ! want taxi || [ -d "$taxi" ] || timeout 40 "$gen/warpstore-taxigen" "$taxi" --rows 256M --layout zone --threads 8 \
       >"$out/gen-taxi.log" 2>&1
   ) &
   local generating=$!
@@ -63,5 +72,17 @@ study_apps_tune() {
     tune_taxi threads-10-1 --column-threads 1 --distance-threads 10
     tune_taxi threads-6-1 --column-threads 1 --distance-threads 6
     WARPSTORE_DELIVERY=copy tune_taxi copy-8-1 --column-threads 1
+  fi
+
+  if want fill; then
+    local round v
+    for round in $(seq "${FILL_ROUNDS:-2}"); do
+      for v in 0 1024 65536; do
+        WARPSTORE_MEMORY_FILL_TOGETHER=$v timed "fill-$v-$round" 90/10 "$bin/warpstore-graph" "$graph" \
+          --algorithms bfs,cc,pagerank --methods memory --iterations 3 --json ""
+        grep -E "^memory +(bfs|cc|pagerank) +load|FAILED|WRONG" "$out/fill-$v-$round.log" |
+          sed "s/^/  [fill $v #$round] /" | tee -a "$out/summary.log" >&2
+      done
+    done
   fi
 }

@@ -65,7 +65,8 @@ std::shared_ptr<controller> make_controller(const std::string& path, const optio
   if (kind == controller_kind::memory) {
     auto file = std::make_shared<backing_file>(path, direct_io::off, access);
     return std::make_shared<memory_controller>(file, std::max(4u, opts.service_threads),
-                                               opts.write_behind_bytes, /*map=*/true);
+                                               opts.write_behind_bytes, /*map=*/true,
+                                               opts.memory_fill_together);
   }
   if (kind == controller_kind::nvme_model) {
     auto file = std::make_shared<backing_file>(path, direct_io::off, access);

@@ -16,10 +16,12 @@
 namespace warpstore {
 
 memory_controller::memory_controller(std::shared_ptr<backing_file> file, unsigned loader_threads,
-                                     std::uint64_t write_behind_bytes, bool map)
+                                     std::uint64_t write_behind_bytes, bool map,
+                                     std::uint32_t fill_together)
     : controller(std::move(file)),
       capacity_blocks_(file_->capacity_blocks()),
-      write_behind_bytes_(write_behind_bytes) {
+      write_behind_bytes_(write_behind_bytes),
+      fill_together_(fill_together) {
   if (!(map && !file_->writable() && map_page_cache())) load(loader_threads);
   if (file_->writable()) {
     chunks_ = ((std::max<std::uint64_t>(capacity_blocks_, 1) << nvme::block_shift) +
@@ -171,7 +173,7 @@ void memory_controller::make_durable() {
 io_ref memory_controller::device_ref() const {
   io_ref r{};
   r.kind = io_kind::memory;
-  r.memory = memory_source_ref{bytes_, capacity_blocks_, dirty_.get(), chunk_shift};
+  r.memory = memory_source_ref{bytes_, capacity_blocks_, dirty_.get(), chunk_shift, fill_together_};
   return r;
 }
 

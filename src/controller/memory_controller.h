@@ -20,9 +20,11 @@ class memory_controller final : public controller {
   // read in first where they are not in memory); otherwise, or where that
   // is refused, read into pinned memory with `loader_threads` threads.
   // make_durable() starts writeback every `write_behind_bytes` it wrote (0:
-  // never; options::write_behind_bytes).
+  // never; options::write_behind_bytes). Kernels fill lines of at most
+  // `fill_together` bytes several at once (options::memory_fill_together).
   memory_controller(std::shared_ptr<backing_file> file, unsigned loader_threads,
-                    std::uint64_t write_behind_bytes = 0, bool map = false);
+                    std::uint64_t write_behind_bytes = 0, bool map = false,
+                    std::uint32_t fill_together = options{}.memory_fill_together);
   ~memory_controller() override;
   memory_controller(const memory_controller&) = delete;
   memory_controller& operator=(const memory_controller&) = delete;
@@ -54,6 +56,7 @@ class memory_controller final : public controller {
   std::uint64_t chunks_ = 0;
   std::uint64_t capacity_blocks_;
   std::uint64_t write_behind_bytes_;
+  std::uint32_t fill_together_;  // memory_source_ref::together_bytes
 };
 
 }  // namespace warpstore

@@ -798,3 +798,32 @@ TEST(MemoryFillsTogether, EveryLineCopiedOnceByItsShare) {
   EXPECT_EQ(detail::together(32, 32, 65536).share, 32u);
   EXPECT_EQ(detail::together(24, 3, 65536).share, 24u);
 }
+
+// Which way a warp of 32 fills k missed lines (options::memory_fill_together):
+// counted in rounds of four 16-byte loads a lane (shared_copy keeps four in
+// flight), the latency a fill waits for. Together: every round of
+// detail::together, each lane's share of its line; in turn: each line by
+// the whole warp. The default sends together exactly the line sizes where
+// that is never more rounds for any k, and in turn those where it never is.
+TEST(MemoryFillsTogether, TheDefaultTakesTheWayWithFewerLoadRounds) {
+  const auto up = [](std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; };
+  const std::uint32_t limit = options{}.memory_fill_together;
+  for (std::uint32_t line = 512; line <= (64u << 10); line *= 2) {
+    bool together_more = false, in_turn_more = false;
+    for (unsigned k = 2; k <= 32; ++k) {
+      const detail::together t(32, k, line);
+      const std::uint64_t words = line / 16;
+      const std::uint64_t together_rounds = up(k, t.per_round) * up(up(words, t.share), 4);
+      const std::uint64_t in_turn_rounds = k * up(up(words, 32), 4);
+      together_more |= together_rounds > in_turn_rounds;
+      in_turn_more |= in_turn_rounds > together_rounds;
+    }
+    SCOPED_TRACE(::testing::Message() << "lines of " << line << " B");
+    if (line <= limit) {
+      EXPECT_FALSE(together_more);
+      EXPECT_TRUE(in_turn_more);  // and worth it
+    } else {
+      EXPECT_FALSE(in_turn_more);
+    }
+  }
+}
