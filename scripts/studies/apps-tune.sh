@@ -1,4 +1,4 @@
-# scripts/gpu.sh apps-tune [tests] [graph] [taxi] [fill]: tuning runs of the
+# scripts/gpu.sh apps-tune [tests] [graph] [taxi] [fill] [graph-ab]: tuning runs of the
 # applications study (about 5 minutes, build included), none of them written
 # to apps.json (--json ""). Each step builds only what it runs.
 #   tests  the whole GPU suite (gpu-tests.log), while the data is generated
@@ -14,15 +14,33 @@
 #          default, and 65536 (every line together, the fills of 9c24b7a),
 #          taking turns, FILL_ROUNDS rounds (default 2); SCALE=23 makes it
 #          quick
+#   graph-ab the same three algorithms over the memory controller (4 KiB
+#          lines, the defaults) with this tree's graph bench and another
+#          commit's (AB_BASE, default c7d936a: the apps.json of 2026-11-27;
+#          from `git archive`, built beside this one into /tmp/ab-build),
+#          taking turns, AB_ROUNDS rounds (default 2), on one graph
 # Every run is checked against its CPU reference.
 study_summary="tuning runs of the apps study (not in apps.json)"
-study_steps="tests graph taxi fill"
+study_steps="tests graph taxi fill graph-ab"
 tail_lines=0  # each run's summary lines are shown instead
 
 study_apps_tune() {
   local data=${DATA:-/tmp/warpstore-apps} scale=${SCALE:-25}
   mkdir -p "$data"
   machine_log
+  # The other tree's build runs beside this one's (each build's longest
+  # part is one unit, the graph bench).
+  local ab_base=${AB_BASE:-c7d936a} ab_tree=/tmp/ab-tree ab_build=/tmp/ab-build ab_pid=""
+  if want graph-ab; then
+    rm -rf "$ab_tree" && mkdir -p "$ab_tree"
+    if git -C "$root" archive "$ab_base" | tar -x -C "$ab_tree"; then
+      (root=$ab_tree build=$ab_build study_name="$study_name (base $ab_base)" \
+        gpu_build 6 warpstore-graph) &
+      ab_pid=$!
+    else
+      fail "graph-ab: no tree of $ab_base (git archive)"
+    fi
+  fi
   local targets="warpstore-graph warpstore-graphgen"
   want taxi && targets+=" warpstore-taxi warpstore-taxigen"
   want tests && targets+=" gpu_array_read_test gpu_array_write_test gpu_checkpoint_test gpu_log_test \
@@ -34,7 +52,7 @@ gpu_queue_test"
   step "data (background) and the GPU suite"
   (
     [ -s "$graph" ] || timeout 90 "$gen/warpstore-graphgen" kronecker "$graph" --scale "$scale" --threads 8 \
-      >"$out/gen-graph.log" 2>&1
+      >"$out/gen-graph.log" 2>&1 || exit 1
     ! want taxi || [ -d "$taxi" ] || timeout 40 "$gen/warpstore-taxigen" "$taxi" --rows 256M --layout zone --threads 8 \
       >"$out/gen-taxi.log" 2>&1
   ) &
@@ -84,5 +102,21 @@ gpu_queue_test"
           sed "s/^/  [fill $v #$round] /" | tee -a "$out/summary.log" >&2
       done
     done
+  fi
+
+  if want graph-ab && [ -n "$ab_pid" ]; then
+    if ! wait "$ab_pid"; then
+      fail "graph-ab: the build of $ab_base failed (build.log)"
+    else
+      local k tree_bin
+      for k in $(seq "${AB_ROUNDS:-2}"); do
+        for tree_bin in "this:$bin" "base:$ab_build/apps"; do
+          timed "graph-${tree_bin%%:*}-$k" 90/10 "${tree_bin#*:}/warpstore-graph" "$graph" \
+            --algorithms bfs,cc,pagerank --methods memory --iterations 3 --json ""
+          grep -E "^memory +(bfs|cc|pagerank) +load|FAILED|WRONG" "$out/graph-${tree_bin%%:*}-$k.log" |
+            sed "s/^/  [${tree_bin%%:*} #$k] /" | tee -a "$out/summary.log" >&2
+        done
+      done
+    fi
   fi
 }
