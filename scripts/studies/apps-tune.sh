@@ -60,14 +60,22 @@ gpu_queue_test"
   want tests && gpu_tests gpu-tests.log
   wait $generating || fail "data generation"
 
+  # graph_run TAG DIR ARGS...: one run of DIR/warpstore-graph on the graph,
+  # its summary lines kept (log graph-TAG.log).
+  graph_run() {
+    local tag=$1 dir=$2
+    shift 2
+    timed "graph-$tag" 90 "$dir/warpstore-graph" "$graph" --json "" "$@"
+    grep -E "^(uvm|host|memory|zerocopy|hbm) +[a-z]+ +load|FAILED|WRONG" "$out/graph-$tag.log" |
+      sed "s/^/  [$tag] /" | tee -a "$out/summary.log" >&2
+  }
+
   if want graph; then
-    # tune_graph TAG ARGS...: one warpstore-graph run, its summary lines kept.
+    # tune_graph TAG ARGS...: CC, this tree's bench.
     tune_graph() {
       local tag=$1
       shift
-      timed "graph-$tag" 90 "$bin/warpstore-graph" "$graph" --algorithms cc --cold-algorithms cc --json "" "$@"
-      grep -E "^(uvm|host|memory|zerocopy|hbm) +cc +load|FAILED|WRONG" "$out/graph-$tag.log" |
-        sed "s/^/  [$tag] /" | tee -a "$out/summary.log" >&2
+      graph_run "$tag" "$bin" --algorithms cc --cold-algorithms cc "$@"
     }
     tune_graph lower-4k --methods uvm,host
     tune_graph all-4k --methods uvm,host --cc-edges all
@@ -96,10 +104,8 @@ gpu_queue_test"
     local round v
     for round in $(seq "${FILL_ROUNDS:-2}"); do
       for v in 0 1024 65536; do
-        WARPSTORE_MEMORY_FILL_TOGETHER=$v timed "fill-$v-$round" 90/10 "$bin/warpstore-graph" "$graph" \
-          --algorithms bfs,cc,pagerank --methods memory --iterations 3 --json ""
-        grep -E "^memory +(bfs|cc|pagerank) +load|FAILED|WRONG" "$out/fill-$v-$round.log" |
-          sed "s/^/  [fill $v #$round] /" | tee -a "$out/summary.log" >&2
+        WARPSTORE_MEMORY_FILL_TOGETHER=$v graph_run "fill-$v-$round" "$bin" \
+          --algorithms bfs,cc,pagerank --methods memory --iterations 3
       done
     done
   fi
@@ -108,14 +114,11 @@ gpu_queue_test"
     if ! wait "$ab_pid"; then
       fail "graph-ab: the build of $ab_base failed (build.log)"
     else
-      local k tree_bin
+      local k
       for k in $(seq "${AB_ROUNDS:-2}"); do
-        for tree_bin in "this:$bin" "base:$ab_build/apps"; do
-          timed "graph-${tree_bin%%:*}-$k" 90/10 "${tree_bin#*:}/warpstore-graph" "$graph" \
-            --algorithms bfs,cc,pagerank --methods memory --iterations 3 --json ""
-          grep -E "^memory +(bfs|cc|pagerank) +load|FAILED|WRONG" "$out/graph-${tree_bin%%:*}-$k.log" |
-            sed "s/^/  [${tree_bin%%:*} #$k] /" | tee -a "$out/summary.log" >&2
-        done
+        graph_run "this-$k" "$bin" --algorithms bfs,cc,pagerank --methods memory --iterations 3
+        graph_run "base-$k" "$ab_build/apps" --algorithms bfs,cc,pagerank --methods memory \
+          --iterations 3
       done
     fi
   fi
