@@ -15,10 +15,11 @@
 #          taking turns, FILL_ROUNDS rounds (default 2); SCALE=23 makes it
 #          quick
 #   graph-ab the same three algorithms over the memory controller (4 KiB
-#          lines, the defaults) with this tree's graph bench and another
-#          commit's (AB_BASE, default c7d936a: the apps.json of 2026-11-27;
-#          from `git archive`, built beside this one into /tmp/ab-build),
-#          taking turns, AB_ROUNDS rounds (default 2), on one graph
+#          lines, the defaults) with this tree's graph bench and other
+#          commits' (AB_BASE, a list, default c7d936a: the apps.json of
+#          2026-11-27; each from `git archive`, built beside this one into
+#          /tmp/ab-build-REV), taking turns, AB_ROUNDS rounds (default 2),
+#          on one graph; logs graph-this-K.log and graph-REV-K.log
 # Every run is checked against its CPU reference.
 study_summary="tuning runs of the apps study (not in apps.json)"
 study_steps="tests graph taxi fill graph-ab"
@@ -28,18 +29,20 @@ study_apps_tune() {
   local data=${DATA:-/tmp/warpstore-apps} scale=${SCALE:-25}
   mkdir -p "$data"
   machine_log
-  # The other tree's build runs beside this one's (each build's longest
+  # The other trees' builds run beside this one's (each build's longest
   # part is one unit, the graph bench).
-  local ab_base=${AB_BASE:-c7d936a} ab_tree=/tmp/ab-tree ab_build=/tmp/ab-build ab_pid=""
+  local ab_bases=${AB_BASE:-c7d936a} ab_pids=() rev
   if want graph-ab; then
-    rm -rf "$ab_tree" && mkdir -p "$ab_tree"
-    if git -C "$root" archive "$ab_base" | tar -x -C "$ab_tree"; then
-      (root=$ab_tree build=$ab_build study_name="$study_name (base $ab_base)" \
-        gpu_build 6 warpstore-graph) &
-      ab_pid=$!
-    else
-      fail "graph-ab: no tree of $ab_base (git archive)"
-    fi
+    for rev in $ab_bases; do
+      rm -rf "/tmp/ab-tree-$rev" && mkdir -p "/tmp/ab-tree-$rev"
+      if git -C "$root" archive "$rev" | tar -x -C "/tmp/ab-tree-$rev"; then
+        (root=/tmp/ab-tree-$rev build=/tmp/ab-build-$rev study_name="$study_name (base $rev)" \
+          gpu_build 8 warpstore-graph) &
+        ab_pids+=("$rev:$!")
+      else
+        fail "graph-ab: no tree of $rev (git archive)"
+      fi
+    done
   fi
   local targets="warpstore-graph warpstore-graphgen"
   want taxi && targets+=" warpstore-taxi warpstore-taxigen"
@@ -110,16 +113,21 @@ gpu_queue_test"
     done
   fi
 
-  if want graph-ab && [ -n "$ab_pid" ]; then
-    if ! wait "$ab_pid"; then
-      fail "graph-ab: the build of $ab_base failed (build.log)"
-    else
-      local k
-      for k in $(seq "${AB_ROUNDS:-2}"); do
-        graph_run "this-$k" "$bin" --algorithms bfs,cc,pagerank --methods memory --iterations 3
-        graph_run "base-$k" "$ab_build/apps" --algorithms bfs,cc,pagerank --methods memory \
+  if want graph-ab && [ ${#ab_pids[@]} -gt 0 ]; then
+    local built=() entry k
+    for entry in "${ab_pids[@]}"; do
+      if wait "${entry#*:}"; then
+        built+=("${entry%%:*}")
+      else
+        fail "graph-ab: the build of ${entry%%:*} failed (build.log)"
+      fi
+    done
+    for k in $(seq "${AB_ROUNDS:-2}"); do
+      graph_run "this-$k" "$bin" --algorithms bfs,cc,pagerank --methods memory --iterations 3
+      for rev in "${built[@]}"; do
+        graph_run "$rev-$k" "/tmp/ab-build-$rev/apps" --algorithms bfs,cc,pagerank --methods memory \
           --iterations 3
       done
-    fi
+    done
   fi
 }
