@@ -91,19 +91,13 @@ struct cache_ref {
   // How long a caller told to retry because a set's lock was held
   // (acquire_result::contended) waits before it looks again.
   static constexpr std::uint32_t contended_backoff_ns = 256;
-  // A set lock word's lock bit, and one caller waiting with priority.
-  static constexpr std::uint32_t lock_bit = 1;
-  static constexpr std::uint32_t urgent_one = 2;
 
   std::byte* lines;           // num_lines * line_size bytes
   std::uint64_t* tags;        // [num_lines], 0 = empty
   std::uint32_t* states;      // [num_lines]
-  // [num_sets] bit 0: the set's lock (held for one scan for a victim,
-  // never across I/O); the bits above: how many callers wait there with
-  // priority (begin_urgent), counted in units of urgent_one. One word, so
-  // the miss path learns both from one load.
-  std::uint32_t* set_locks;
+  std::uint32_t* set_locks;   // [num_sets]
   std::uint32_t* set_hands;   // [num_sets] clock hands
+  std::uint32_t* set_urgent;  // [num_sets] callers waiting there with priority
   std::uint32_t* evictions_in_flight;  // [eviction_mask + 1] by key hash: evicted
                                        // lines whose WRITE has not completed
   cache_counters* counters;   // [counter_shards]
@@ -181,16 +175,17 @@ struct cache_ref {
     }
     // Miss path. Callers waiting with priority take the set's victims
     // first. A set whose every way is pinned or busy has no victim: say so
-    // without touching the lock. The lock word and the states are loaded
-    // before either is looked at (one round trip, not two).
+    // without touching the lock.
+    if (!urgent && detail::device_atomic<std::uint32_t>(set_urgent[set]).load(
+                       detail::memory_order_relaxed) != 0)
+      return {0, acquire_kind::retry};
+    if (!has_candidate(base)) return {0, acquire_kind::retry};
     detail::device_atomic<std::uint32_t> lock(set_locks[set]);
-    const std::uint32_t word = lock.load(detail::memory_order_relaxed);
-    const bool candidate = has_candidate(base);
-    if (!urgent && word >= urgent_one) return {0, acquire_kind::retry};
-    if (!candidate) return {0, acquire_kind::retry};
-    if ((word & lock_bit) != 0 || !try_lock(lock)) return {0, acquire_kind::retry, 0, true};
+    if (lock.load(detail::memory_order_relaxed) != 0 ||
+        lock.exchange(1, detail::memory_order_acquire) != 0)
+      return {0, acquire_kind::retry, 0, true};
     if (find_way(base, k) < ways) {  // inserted meanwhile
-      unlock(lock);
+      lock.store(0, detail::memory_order_release);
       return {0, acquire_kind::retry};
     }
     const std::uint32_t hand = set_hands[set];
@@ -222,7 +217,7 @@ struct cache_ref {
       const std::uint64_t old_tag = tag(i).load(detail::memory_order_relaxed);
       tag(i).store(k, detail::memory_order_relaxed);
       set_hands[set] = (w + 1) % ways;
-      unlock(lock);
+      lock.store(0, detail::memory_order_release);
       if (old_tag != 0 && (s & line_state::valid) != 0) count(&cache_counters::evictions);
       count(&cache_counters::misses);
       return {i, acquire_kind::fill};
@@ -232,11 +227,11 @@ struct cache_ref {
       std::uint64_t old_key = 0;
       const bool claimed = claim_dirty(i, old_key);
       set_hands[set] = (dirty_way + 1) % ways;
-      unlock(lock);
+      lock.store(0, detail::memory_order_release);
       if (claimed) return {i, acquire_kind::write_back, old_key};
       return {0, acquire_kind::retry};
     }
-    unlock(lock);
+    lock.store(0, detail::memory_order_release);
     return {0, acquire_kind::retry};  // every way pinned or busy
   }
 
@@ -244,21 +239,10 @@ struct cache_ref {
   // overdue) claims priority there until it is served or gives up
   // (end_urgent): newcomers defer to it (acquire).
   WARPSTORE_HD void begin_urgent(std::uint32_t set) const {
-    detail::device_atomic<std::uint32_t>(set_locks[set]).fetch_add(urgent_one,
-                                                                   detail::memory_order_relaxed);
+    detail::device_atomic<std::uint32_t>(set_urgent[set]).fetch_add(1, detail::memory_order_relaxed);
   }
   WARPSTORE_HD void end_urgent(std::uint32_t set) const {
-    detail::device_atomic<std::uint32_t>(set_locks[set]).fetch_sub(urgent_one,
-                                                                   detail::memory_order_relaxed);
-  }
-
-  // A set's lock (bit 0 of its word; the priority count above it stays as
-  // others change it).
-  WARPSTORE_HD static bool try_lock(detail::device_atomic<std::uint32_t>& lock) {
-    return (lock.fetch_or(lock_bit, detail::memory_order_acquire) & lock_bit) == 0;
-  }
-  WARPSTORE_HD static void unlock(detail::device_atomic<std::uint32_t>& lock) {
-    lock.fetch_and(~lock_bit, detail::memory_order_release);
+    detail::device_atomic<std::uint32_t>(set_urgent[set]).fetch_sub(1, detail::memory_order_relaxed);
   }
 
   // Whether a state word is a line ready to be written back: valid, dirty,
@@ -365,7 +349,8 @@ struct cache_ref {
                             std::uint32_t pin_count, detail::deadline& dl) const {
     const std::uint32_t set = slot / ways;
     detail::device_atomic<std::uint32_t> lock(set_locks[set]);
-    while ((lock.load(detail::memory_order_relaxed) & lock_bit) != 0 || !try_lock(lock)) {
+    while (lock.load(detail::memory_order_relaxed) != 0 ||
+           lock.exchange(1, detail::memory_order_acquire) != 0) {
       if (dl.expired()) {  // a lock is held for a scan only: should never happen
         state(slot).fetch_and(~line_state::busy, detail::memory_order_release);
         return false;
@@ -373,7 +358,7 @@ struct cache_ref {
       dl.pause();
     }
     if (find_way(set * ways, k) < ways || eviction_pending(k)) {
-      unlock(lock);
+      lock.store(0, detail::memory_order_release);
       state(slot).fetch_and(~line_state::busy, detail::memory_order_release);
       return false;
     }
@@ -383,7 +368,7 @@ struct cache_ref {
     state(slot).fetch_and(line_state::busy | line_state::pins, detail::memory_order_relaxed);
     state(slot).fetch_add(pin_count, detail::memory_order_relaxed);
     tag(slot).store(k, detail::memory_order_relaxed);
-    unlock(lock);
+    lock.store(0, detail::memory_order_release);
     count(&cache_counters::evictions);
     count(&cache_counters::misses);
     count(&cache_counters::overlapped_evictions);
@@ -563,7 +548,9 @@ class cache {
   runtime::device_ptr<std::byte> lines_;
   runtime::device_ptr<std::uint64_t> tags_;
   runtime::device_ptr<std::uint32_t> states_;
-  runtime::device_ptr<std::uint32_t> set_words_;  // locks then hands
+  // The sets' locks, hands and priority counts, then evictions_in_flight.
+  runtime::device_ptr<std::uint32_t> set_words_;
+  std::size_t set_word_count_ = 0;
   runtime::device_ptr<cache_counters> counters_;
   runtime::device_ptr<cache_source> sources_;
   std::mutex sources_mutex_;  // guards next_source_ and free_sources_

@@ -36,7 +36,10 @@ cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
   lines_ = runtime::make_device<std::byte>(lines * line_size, false);
   tags_ = runtime::make_device<std::uint64_t>(lines);
   states_ = runtime::make_device<std::uint32_t>(lines);
-  set_words_ = runtime::make_device<std::uint32_t>(2 * sets + evict_words);
+  // Locks, clock hands and priority counts of the sets, then the eviction
+  // counters.
+  set_word_count_ = 3 * sets + evict_words;
+  set_words_ = runtime::make_device<std::uint32_t>(set_word_count_);
   counters_ = runtime::make_device<cache_counters>(counter_shards);
   sources_ = runtime::make_device<cache_source>(max_sources);
   ref_.lines = lines_.get();
@@ -44,7 +47,8 @@ cache::cache(std::size_t bytes, std::uint32_t line_size, std::uint32_t ways) {
   ref_.states = states_.get();
   ref_.set_locks = set_words_.get();
   ref_.set_hands = set_words_.get() + sets;
-  ref_.evictions_in_flight = set_words_.get() + 2 * sets;
+  ref_.set_urgent = set_words_.get() + 2 * sets;
+  ref_.evictions_in_flight = set_words_.get() + 3 * sets;
   ref_.eviction_mask = static_cast<std::uint32_t>(evict_words - 1);
   ref_.counters = counters_.get();
   ref_.sources = sources_.get();
@@ -132,8 +136,7 @@ void cache::reset_stats() {
 void cache::clear() {
   runtime::memset_device(tags_.get(), 0, sizeof(std::uint64_t) * ref_.num_lines);
   runtime::memset_device(states_.get(), 0, sizeof(std::uint32_t) * ref_.num_lines);
-  runtime::memset_device(set_words_.get(), 0,
-                         sizeof(std::uint32_t) * (2 * ref_.num_sets + ref_.eviction_mask + 1));
+  runtime::memset_device(set_words_.get(), 0, sizeof(std::uint32_t) * set_word_count_);
 }
 
 }  // namespace warpstore

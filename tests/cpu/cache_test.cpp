@@ -162,6 +162,34 @@ TEST(Cache, ClockGivesReferencedLinesASecondChance) {
   EXPECT_EQ(v.slot, slots[1]);
 }
 
+TEST(Cache, ClearDropsEverySetWordAndEvictionCount) {
+  // Every word clear() owns is zeroed: the sets' locks, hands and priority
+  // counts, and all of the eviction counters (the last ones were left as
+  // they were while clear() counted the set words as two arrays, not three).
+  cache c(1 << 20, 4096, 16);
+  const cache_ref& r = c.ref();
+  const auto keys = keys_in_set(r, 3, 2);
+  const acquire_result a = r.acquire(keys[0], 1);
+  ASSERT_EQ(a.kind, acquire_kind::fill);
+  r.publish(a.slot, 4096);
+  r.release(a.slot, 1);
+  r.begin_urgent(3);
+  r.set_locks[5] = 1;
+  for (std::uint32_t w = 0; w <= r.eviction_mask; ++w) r.evictions_in_flight[w] = 1;
+  c.clear();
+  for (std::uint32_t s = 0; s < r.num_sets; ++s) {
+    EXPECT_EQ(r.set_locks[s], 0u) << s;
+    EXPECT_EQ(r.set_hands[s], 0u) << s;
+    EXPECT_EQ(r.set_urgent[s], 0u) << s;
+  }
+  for (std::uint32_t w = 0; w <= r.eviction_mask; ++w)
+    EXPECT_EQ(r.evictions_in_flight[w], 0u) << w;
+  EXPECT_FALSE(r.eviction_pending(keys[0]));
+  // The set takes a newcomer's fill again, and the cleared line is gone.
+  EXPECT_EQ(r.acquire(keys[1], 1).kind, acquire_kind::fill);
+  EXPECT_EQ(r.acquire(keys[0], 1).kind, acquire_kind::fill);
+}
+
 TEST(Cache, ConcurrentLanesNeverSeeAnotherKeysBytes) {
   cache c(128 << 10, 4096, 4);  // 32 lines for 512 keys
   const cache_ref& r = c.ref();
