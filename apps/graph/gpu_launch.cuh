@@ -13,13 +13,21 @@
 
 namespace warpstore::apps {
 
+#ifndef WARPSTORE_GRAPH_MAX_REGISTERS
+#define WARPSTORE_GRAPH_MAX_REGISTERS 128
+#endif
+
 struct gpu_launch {
   unsigned blocks = 0;  // 0: enough to fill every multiprocessor
   static constexpr unsigned block_threads = 256;
+  // Registers a lane (run_warps<R>): the bodies over the cache inline its
+  // read path, which left alone takes 246 to 255 registers, 8 warps an SM,
+  // too few for a body whose every edge waits on lookups in L2 (0: no cap).
+  static constexpr unsigned max_registers = WARPSTORE_GRAPH_MAX_REGISTERS;
 
   template <class Body>
   void operator()(const Body& body) const {
-    run_warps(std::uint64_t{blocks} * (block_threads / 32), body, block_threads);
+    run_warps<max_registers>(std::uint64_t{blocks} * (block_threads / 32), body, block_threads);
   }
 };
 

@@ -11,6 +11,12 @@
 // std::uint64_t warps), passed to the GPU by value: a struct, since nvcc
 // takes host lambdas into kernels only with --extended-lambda.
 //
+// run_warps<R>(...) holds each lane of the GPU kernel to R registers (24 to
+// 255; the default, 0, leaves it to the compiler). A body that inlines the
+// cache's read path takes up to 255 registers, so an SM holds 8 of its warps;
+// a body that waits on a chain of lookups and reads for each item wants more
+// warps in flight than that, and a cap buys them with some spills.
+//
 // GPU form (code compiled by nvcc): exactly `warps` warps (0: as many as
 // stay resident on the whole GPU), each of 32 lanes, every lane calling body
 // (so its mask is warp::whole); blocks of `block_threads` threads, a multiple
@@ -72,6 +78,24 @@ __global__ void run_warps_kernel(const Body body, const std::uint64_t warps) {
   if (warp < warps) body(warp, warps);
 }
 
+// The same, each lane held to MaxRegisters registers (run_warps<MaxRegisters>).
+template <class Body, unsigned MaxRegisters>
+__global__ void __maxnreg__(MaxRegisters) run_warps_capped_kernel(const Body body,
+                                                                   const std::uint64_t warps) {
+  const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+  if (warp < warps) body(warp, warps);
+}
+
+template <class Body, unsigned MaxRegisters>
+constexpr auto run_warps_kernel_for() {
+  if constexpr (MaxRegisters == 0) {
+    return &run_warps_kernel<Body>;
+  } else {
+    static_assert(MaxRegisters >= 24 && MaxRegisters <= 255, "run_warps: a cap of 24 to 255 registers");
+    return &run_warps_capped_kernel<Body, MaxRegisters>;
+  }
+}
+
 }  // namespace detail
 
 inline namespace gpu_form {
@@ -80,15 +104,16 @@ inline namespace gpu_form {
 // host code that sizes a launch's work: 32 here, 1 on the CPU target.
 inline constexpr unsigned lanes_per_warp = 32;
 
-template <class Body>
+template <unsigned MaxRegisters = 0, class Body>
 std::uint64_t run_warps(std::uint64_t warps, const Body& body, unsigned block_threads = 256) {
   detail::check_block_threads(block_threads);
+  constexpr auto kernel = detail::run_warps_kernel_for<Body, MaxRegisters>();
   const std::uint64_t per_block = block_threads / 32;
   std::uint64_t n = warps;
   if (n == 0) {
     int per_sm = 0;
     WARPSTORE_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &per_sm, detail::run_warps_kernel<Body>, static_cast<int>(block_threads), 0));
+        &per_sm, kernel, static_cast<int>(block_threads), 0));
     if (per_sm <= 0)
       throw runtime_error("run_warps: no block of " + std::to_string(block_threads) +
                           " threads of this body fits a multiprocessor");
@@ -98,7 +123,7 @@ std::uint64_t run_warps(std::uint64_t warps, const Body& body, unsigned block_th
   if (blocks > 0x7FFFFFFFu)
     throw invalid_argument("run_warps: " + std::to_string(n) +
                            " warps are more than one grid holds");
-  detail::run_warps_kernel<Body><<<static_cast<unsigned>(blocks), block_threads>>>(body, n);
+  kernel<<<static_cast<unsigned>(blocks), block_threads>>>(body, n);
   WARPSTORE_CHECK_LAUNCH();
   WARPSTORE_CUDA_TRY(cudaDeviceSynchronize());
   return n;
@@ -114,7 +139,7 @@ inline namespace cpu_form {
 // host code that sizes a launch's work: 1 here, 32 on the GPU.
 inline constexpr unsigned lanes_per_warp = 1;
 
-template <class Body>
+template <unsigned MaxRegisters = 0, class Body>
 std::uint64_t run_warps(std::uint64_t warps, const Body& body, unsigned block_threads = 256) {
   detail::check_block_threads(block_threads);
   const std::uint64_t most = cpu_warps();

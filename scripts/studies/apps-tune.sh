@@ -15,11 +15,12 @@
 #          taking turns, FILL_ROUNDS rounds (default 2); SCALE=23 makes it
 #          quick
 #   graph-ab the same three algorithms over the memory controller (4 KiB
-#          lines, the defaults) with this tree's graph bench and other
+#          lines, the defaults; AB_METHODS) with this tree's graph bench and other
 #          commits' (AB_BASE, a list, default c7d936a: the apps.json of
 #          2026-11-27; each from `git archive`, built beside this one into
 #          /tmp/ab-build-REV), taking turns, AB_ROUNDS rounds (default 2),
-#          on one graph; logs graph-this-K.log and graph-REV-K.log
+#          on one graph; logs graph-this-K.log and graph-REV-K.log;
+#          AB_METHODS (default memory) the graph bench's --methods
 # Every run is checked against its CPU reference.
 study_summary="tuning runs of the apps study (not in apps.json)"
 study_steps="tests graph taxi fill graph-ab"
@@ -49,7 +50,7 @@ study_apps_tune() {
   want tests && targets+=" gpu_array_read_test gpu_array_write_test gpu_checkpoint_test gpu_log_test \
 gpu_queue_test"
   # shellcheck disable=SC2086 # a list of targets
-  gpu_build 4 $targets
+  gpu_build 8 $targets
   local bin=$build/apps gen=$build/tools graph=$data/kron$scale.csr taxi=$data/taxi-zone
 
   step "data (background) and the GPU suite"
@@ -123,10 +124,11 @@ gpu_queue_test"
       fi
     done
     for k in $(seq "${AB_ROUNDS:-2}"); do
-      graph_run "this-$k" "$bin" --algorithms bfs,cc,pagerank --methods memory --iterations 3
+      graph_run "this-$k" "$bin" --algorithms bfs,cc,pagerank --methods "${AB_METHODS:-memory}" \
+        --iterations 3
       for rev in "${built[@]}"; do
-        graph_run "$rev-$k" "/tmp/ab-build-$rev/apps" --algorithms bfs,cc,pagerank --methods memory \
-          --iterations 3
+        graph_run "$rev-$k" "/tmp/ab-build-$rev/apps" --algorithms bfs,cc,pagerank \
+          --methods "${AB_METHODS:-memory}" --iterations 3
       done
     done
   fi
