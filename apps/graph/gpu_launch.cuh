@@ -13,16 +13,20 @@
 
 namespace warpstore::apps {
 
+// A build option for now (-DWARPSTORE_GRAPH_MAX_REGISTERS=128 in
+// CMAKE_CUDA_FLAGS; apps-tune graph-ab's `flags` A/Bs it): 128 ran the
+// graph right (H200, 2026-12-04) but was not yet timed against no cap.
 #ifndef WARPSTORE_GRAPH_MAX_REGISTERS
-#define WARPSTORE_GRAPH_MAX_REGISTERS 128
+#define WARPSTORE_GRAPH_MAX_REGISTERS 0
 #endif
 
 struct gpu_launch {
   unsigned blocks = 0;  // 0: enough to fill every multiprocessor
   static constexpr unsigned block_threads = 256;
-  // Registers a lane (run_warps<R>): the bodies over the cache inline its
-  // read path, which left alone takes 246 to 255 registers, 8 warps an SM,
-  // too few for a body whose every edge waits on lookups in L2 (0: no cap).
+  // Registers a lane (run_warps<R>; 0: no cap): the bodies over the cache
+  // inline its read path, which left alone takes 246 to 255 registers, so an
+  // SM holds 8 of their warps, maybe too few for bodies whose every edge
+  // waits on lookups in L2.
   static constexpr unsigned max_registers = WARPSTORE_GRAPH_MAX_REGISTERS;
 
   template <class Body>

@@ -20,7 +20,11 @@
 #          2026-11-27; each from `git archive`, built beside this one into
 #          /tmp/ab-build-REV), taking turns, AB_ROUNDS rounds (default 2),
 #          on one graph; logs graph-this-K.log and graph-REV-K.log;
-#          AB_METHODS (default memory) the graph bench's --methods
+#          AB_METHODS (default memory) the graph bench's --methods. The
+#          entry `flags` is this tree built again with CMAKE_CUDA_FLAGS (one word)
+#          AB_FLAGS (e.g. -DWARPSTORE_GRAPH_MAX_REGISTERS=128). A commit
+#          made after the session's first device call is not in the
+#          machine's git history: A/B such a change with `flags`
 # Every run is checked against its CPU reference.
 study_summary="tuning runs of the apps study (not in apps.json)"
 study_steps="tests graph taxi fill graph-ab"
@@ -35,6 +39,13 @@ study_apps_tune() {
   local ab_bases=${AB_BASE:-c7d936a} ab_pids=() rev
   if want graph-ab; then
     for rev in $ab_bases; do
+      if [ "$rev" = flags ]; then  # this tree, another build directory
+        (build=/tmp/ab-build-flags study_name="$study_name (flags)" \
+          GPU_CMAKE_ARGS="-DCMAKE_CUDA_FLAGS=${AB_FLAGS:?graph-ab: flags needs AB_FLAGS}" \
+          gpu_build 8 warpstore-graph) &
+        ab_pids+=("$rev:$!")
+        continue
+      fi
       rm -rf "/tmp/ab-tree-$rev" && mkdir -p "/tmp/ab-tree-$rev"
       if git -C "$root" archive "$rev" | tar -x -C "/tmp/ab-tree-$rev"; then
         (root=/tmp/ab-tree-$rev build=/tmp/ab-build-$rev study_name="$study_name (base $rev)" \

@@ -62,6 +62,20 @@ TEST(RunWarps, EveryWarpOnceWithTheNReturned) {
   }
 }
 
+TEST(RunWarps, ARegisterCapChangesNothingOnTheCpu) {
+  // run_warps<R> caps a GPU kernel's registers; the CPU form runs the same
+  // threads as without it.
+  calls c;
+  const std::uint64_t n =
+      run_warps<64>(5, [&c](std::uint64_t w, std::uint64_t n) { c.record(w, n); });
+  EXPECT_EQ(n, std::min<std::uint64_t>(5, cpu_warps()));
+  std::sort(c.warps.begin(), c.warps.end());
+  std::vector<std::uint64_t> want(n);
+  for (std::uint64_t w = 0; w < n; ++w) want[w] = w;
+  EXPECT_EQ(c.warps, want);
+  EXPECT_EQ(c.ns, std::set<std::uint64_t>{n});
+}
+
 TEST(RunWarps, ZeroWarpsMeansCpuWarps) {
   calls c;
   const std::uint64_t n = run_warps(0, [&c](std::uint64_t w, std::uint64_t n) { c.record(w, n); });

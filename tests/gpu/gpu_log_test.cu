@@ -257,15 +257,16 @@ struct record_lanes {
   }
 };
 
-// run_warps(warps, ...) over `capacity` recorded warps: checks the calls and
-// returns n.
+// run_warps<MaxRegisters>(warps, ...) over `capacity` recorded warps: checks
+// the calls and returns n.
+template <unsigned MaxRegisters = 0>
 std::uint64_t expect_each_warp_once(std::uint64_t warps, unsigned block_threads,
                                     std::uint64_t capacity) {
   auto calls = runtime::make_device<unsigned>(capacity * 32);
   auto ns = runtime::make_device<std::uint64_t>(capacity * 32);
   auto odd = runtime::make_device<unsigned>(1);
-  const std::uint64_t n =
-      run_warps(warps, record_lanes{calls.get(), ns.get(), odd.get(), capacity}, block_threads);
+  const std::uint64_t n = run_warps<MaxRegisters>(
+      warps, record_lanes{calls.get(), ns.get(), odd.get(), capacity}, block_threads);
   std::vector<unsigned> c(capacity * 32);
   std::vector<std::uint64_t> got(capacity * 32);
   unsigned o = 0;
@@ -301,6 +302,15 @@ TEST(GpuRunWarps, ZeroWarpsFillTheGpu) {
   EXPECT_GE(n, runtime::processor_count() * std::uint64_t{8})
       << "a block of 8 warps per multiprocessor at least";
   EXPECT_EQ(n % 8, 0u);
+}
+
+TEST(GpuRunWarps, ARegisterCapRunsEveryWarpOnceAndFillsTheGpu) {
+  // The capped kernel (run_warps<R>) calls the same warps; at 32 registers a
+  // lane a multiprocessor holds its 2048 threads, 64 warps.
+  for (const std::uint64_t warps : {std::uint64_t{1}, std::uint64_t{1000}})
+    EXPECT_EQ(expect_each_warp_once<32>(warps, 256, warps + 64), warps);
+  const std::uint64_t most = std::uint64_t{runtime::processor_count()} * 64;
+  EXPECT_EQ(expect_each_warp_once<32>(0, 256, most), most);
 }
 
 TEST(GpuRunWarps, BlockThreadsMustBeWholeWarps) {
