@@ -345,8 +345,9 @@ struct cache_ref {
   // then write the bytes back under old_key before it fills the slot, and
   // call end_eviction(old_key) once that WRITE completed. Otherwise (false)
   // the slot goes back to being dirty and idle, and the caller retries.
-  WARPSTORE_HD bool reclaim(std::uint32_t slot, std::uint64_t old_key, std::uint64_t k,
-                            std::uint32_t pin_count, detail::deadline& dl) const {
+  WARPSTORE_HD WARPSTORE_COLD bool reclaim(std::uint32_t slot, std::uint64_t old_key,
+                                           std::uint64_t k, std::uint32_t pin_count,
+                                           detail::deadline& dl) const {
     const std::uint32_t set = slot / ways;
     detail::device_atomic<std::uint32_t> lock(set_locks[set]);
     while (lock.load(detail::memory_order_relaxed) != 0 ||

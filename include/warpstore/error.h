@@ -80,8 +80,8 @@ struct error_record {
   }
   // A command that failed with status `st`: a deadline if it timed out,
   // else an I/O error.
-  WARPSTORE_HD void record_failed(std::uint32_t src, nvme::status st, std::uint64_t idx,
-                                  std::uint64_t block) {
+  WARPSTORE_HD WARPSTORE_COLD void record_failed(std::uint32_t src, nvme::status st,
+                                                 std::uint64_t idx, std::uint64_t block) {
     record(st.is_deadline() ? error_kind::deadline : error_kind::io, src, st, idx, block);
   }
 };

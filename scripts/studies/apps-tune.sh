@@ -21,9 +21,11 @@
 #          /tmp/ab-build-REV), taking turns, AB_ROUNDS rounds (default 2),
 #          on one graph; logs graph-this-K.log and graph-REV-K.log;
 #          AB_METHODS (default memory) the graph bench's --methods. The
-#          entry `flags` is this tree built again with CMAKE_CUDA_FLAGS (one word)
-#          AB_FLAGS (e.g. -DWARPSTORE_GRAPH_MAX_REGISTERS=128). A commit
-#          made after the session's first device call is not in the
+#          entry `flags` is this tree built again with the CMake arguments
+#          AB_CMAKE_ARGS (words without spaces, e.g.
+#          "-DWARPSTORE_COLD_OUT_OF_LINE=ON
+#          -DCMAKE_CUDA_FLAGS=-DWARPSTORE_GRAPH_MAX_REGISTERS=128"). A
+#          commit made after the session's first device call is not in the
 #          machine's git history: A/B such a change with `flags`
 # Every run is checked against its CPU reference.
 study_summary="tuning runs of the apps study (not in apps.json)"
@@ -41,7 +43,7 @@ study_apps_tune() {
     for rev in $ab_bases; do
       if [ "$rev" = flags ]; then  # this tree, another build directory
         (build=/tmp/ab-build-flags study_name="$study_name (flags)" \
-          GPU_CMAKE_ARGS="-DCMAKE_CUDA_FLAGS=${AB_FLAGS:?graph-ab: flags needs AB_FLAGS}" \
+          GPU_CMAKE_ARGS="${AB_CMAKE_ARGS:?graph-ab: flags needs AB_CMAKE_ARGS}" \
           gpu_build 8 warpstore-graph) &
         ab_pids+=("$rev:$!")
         continue

@@ -98,8 +98,9 @@ struct line_io {
   // write back the line they claimed (slot, key) together with its cluster.
   // Returns, per active lane, whether its own line was written; failures of
   // neighbours are recorded and leave them dirty.
-  WARPSTORE_HD bool write_back_clustered(unsigned mask, bool active, std::uint32_t slot,
-                                         std::uint64_t key) const {
+  WARPSTORE_HD WARPSTORE_COLD bool write_back_clustered(unsigned mask, bool active,
+                                                        std::uint32_t slot,
+                                                        std::uint64_t key) const {
     const unsigned lanes = warp::popcount(mask);
     const unsigned rank = warp::rank_in(mask, warp::lane());
     bool own_written = true;
@@ -129,9 +130,10 @@ struct line_io {
   // before the READ lands). Returns, in lane `ev`, the old line's WRITE
   // status (`written`; a failure is recorded: its bytes are lost) and the
   // READ's (`filled`). Neighbours end clean, or dirty on failure (recorded).
-  WARPSTORE_HD void evict_and_fill(unsigned mask, unsigned ev, std::uint32_t slot,
-                                   std::uint64_t old_key, bool fill_active, const io_request& fill,
-                                   nvme::status& written, nvme::status& filled) const {
+  WARPSTORE_HD WARPSTORE_COLD void evict_and_fill(unsigned mask, unsigned ev, std::uint32_t slot,
+                                                  std::uint64_t old_key, bool fill_active,
+                                                  const io_request& fill, nvme::status& written,
+                                                  nvme::status& filled) const {
     const unsigned lanes = warp::popcount(mask);
     const unsigned rank = warp::rank_in(mask, warp::lane());
     const std::uint64_t k = warp::shfl(mask, old_key, ev);

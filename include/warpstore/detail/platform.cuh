@@ -16,6 +16,20 @@
 #define WARPSTORE_DEVICE
 #endif
 
+// The read path's rare branches (a dirty victim's write-back, an eviction
+// in one trip, an error's record), called rather than inlined where
+// WARPSTORE_COLD_OUT_OF_LINE is set (the CMake option of that name). Inlined,
+// they double the code of every kernel that reads through the cache: the
+// graph bench's kernels over the cache are 63 K instructions and 248 to 255
+// registers a lane with them inline, 29 K and 138 to 146 without; the
+// Python row gathers' bounded kernels spill a third less (ptxas, sm_90).
+// Not yet timed on a GPU, so off by default.
+#if defined(__CUDACC__) && defined(WARPSTORE_COLD_OUT_OF_LINE) && WARPSTORE_COLD_OUT_OF_LINE
+#define WARPSTORE_COLD __noinline__
+#else
+#define WARPSTORE_COLD
+#endif
+
 // nvcc's host pass hands pragmas to the host compiler, which would warn.
 #if defined(__CUDA_ARCH__)
 #define WARPSTORE_UNROLL _Pragma("unroll")
