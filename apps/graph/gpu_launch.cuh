@@ -14,8 +14,9 @@
 namespace warpstore::apps {
 
 // A build option for now (-DWARPSTORE_GRAPH_MAX_REGISTERS=128 in
-// CMAKE_CUDA_FLAGS; apps-tune graph-ab's `flags` entry A/Bs it): 128 ran the
-// graph right (H200, 2026-12-04) but was not yet timed against no cap.
+// CMAKE_CUDA_FLAGS; apps-tune graph-ab's `flags:NAME` entries A/B it): 128
+// ran the graph right (H200, 2026-12-04) but was not yet timed against no
+// cap.
 #ifndef WARPSTORE_GRAPH_MAX_REGISTERS
 #define WARPSTORE_GRAPH_MAX_REGISTERS 0
 #endif

@@ -20,13 +20,15 @@
 #          2026-11-27; each from `git archive`, built beside this one into
 #          /tmp/ab-build-REV), taking turns, AB_ROUNDS rounds (default 2),
 #          on one graph; logs graph-this-K.log and graph-REV-K.log;
-#          AB_METHODS (default memory) the graph bench's --methods. The
-#          entry `flags` is this tree built again with the CMake arguments
-#          AB_CMAKE_ARGS (words without spaces, e.g.
-#          "-DWARPSTORE_COLD_OUT_OF_LINE=ON
-#          -DCMAKE_CUDA_FLAGS=-DWARPSTORE_GRAPH_MAX_REGISTERS=128"). A
+#          AB_METHODS (default memory) the graph bench's --methods. An
+#          entry `flags:NAME` is this tree built again with the CMake
+#          arguments in AB_CMAKE_ARGS_NAME (words without spaces; logs
+#          graph-NAME-K.log), e.g. AB_BASE="flags:cold flags:coldcap"
+#          AB_CMAKE_ARGS_cold=-DWARPSTORE_COLD_OUT_OF_LINE=ON
+#          AB_CMAKE_ARGS_coldcap="-DWARPSTORE_COLD_OUT_OF_LINE=ON
+#          -DCMAKE_CUDA_FLAGS=-DWARPSTORE_GRAPH_MAX_REGISTERS=128". A
 #          commit made after the session's first device call is not in the
-#          machine's git history: A/B such a change with `flags`
+#          machine's git history: A/B such a change with `flags:NAME`
 # Every run is checked against its CPU reference.
 study_summary="tuning runs of the apps study (not in apps.json)"
 study_steps="tests graph taxi fill graph-ab"
@@ -41,11 +43,15 @@ study_apps_tune() {
   local ab_bases=${AB_BASE:-c7d936a} ab_pids=() rev
   if want graph-ab; then
     for rev in $ab_bases; do
-      if [ "$rev" = flags ]; then  # this tree, another build directory
-        (build=/tmp/ab-build-flags study_name="$study_name (flags)" \
-          GPU_CMAKE_ARGS="${AB_CMAKE_ARGS:?graph-ab: flags needs AB_CMAKE_ARGS}" \
-          gpu_build 8 warpstore-graph) &
-        ab_pids+=("$rev:$!")
+      if [[ $rev == flags:* ]]; then  # this tree, another build directory
+        local name=${rev#flags:} args_var="AB_CMAKE_ARGS_${rev#flags:}"
+        if [[ ! $name =~ ^[A-Za-z0-9_]+$ ]] || [ -z "${!args_var:-}" ]; then
+          fail "graph-ab: $rev needs a name of letters, digits and _ and its arguments in $args_var"
+          continue
+        fi
+        (build=/tmp/ab-build-$name study_name="$study_name ($name)" \
+          GPU_CMAKE_ARGS="${!args_var}" gpu_build 8 warpstore-graph) &
+        ab_pids+=("$name:$!")
         continue
       fi
       rm -rf "/tmp/ab-tree-$rev" && mkdir -p "/tmp/ab-tree-$rev"
