@@ -18,7 +18,9 @@
 # summary.log and results.tar.gz (everything the study wrote) there at the end.
 #
 # Environment: OUT, PACK, BUILD_DIR (default build-gpu), BUDGET (seconds for the
-# whole study, where it has one), GPU_CMAKE_ARGS, WARPSTORE_COMMIT (the
+# whole study, where it has one), GPU_CMAKE_ARGS (CMake arguments added to this
+# tree's build, e.g. -DWARPSTORE_COLD_OUT_OF_LINE=ON; not to an A/B's base
+# tree), WARPSTORE_COMMIT (the
 # commit the results name; default HEAD), PYTHON (default python3), and each
 # study's own (its file lists them).
 set -uo pipefail

@@ -56,7 +56,7 @@ study_engine() {
   for st in $steps; do
     case $st in suite | smoke | repeats | async) ;; *) python_target=warpstore_python ;; esac
   done
-  GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
+  GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py") ${GPU_CMAKE_ARGS:-}" \
     gpu_build 7 $python_target $( (want tests || want suite) && echo "${gpu_test_names[@]}") \
     $(want smoke && echo gpu_array_read_test gpu_array_batch_test) \
     $(want repeats && echo gpu_array_batch_test) \

@@ -48,7 +48,7 @@ study_python() {
     "$py" -c "import matplotlib; print('matplotlib', matplotlib.__version__)"
   } >>"$out/machine.log" 2>&1
   cat "$out/machine.log" >&2
-  GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
+  GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py") ${GPU_CMAKE_ARGS:-}" \
     gpu_build 6 warpstore_python
   export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
 

@@ -41,7 +41,7 @@ study_scale() {
     [ "$have" -ge 8 ] && gpus=$gpus,8
   fi
   # shellcheck disable=SC2046 # target names
-  GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py")" \
+  GPU_CMAKE_ARGS="-DWARPSTORE_PYTHON=ON -DPython_EXECUTABLE=$(command -v "$py") ${GPU_CMAKE_ARGS:-}" \
     gpu_build 6 warpstore_python $(want ceilings && echo warpstore-bench)
   export PYTHONPATH=$root/python:$build/python${PYTHONPATH:+:$PYTHONPATH}
   local bench=("$py" "$root/bench/python_scale.py")
