@@ -57,7 +57,7 @@ study_apps_tune() {
       rm -rf "/tmp/ab-tree-$rev" && mkdir -p "/tmp/ab-tree-$rev"
       if git -C "$root" archive "$rev" | tar -x -C "/tmp/ab-tree-$rev"; then
         (root=/tmp/ab-tree-$rev build=/tmp/ab-build-$rev study_name="$study_name (base $rev)" \
-          gpu_build 8 warpstore-graph) &
+          GPU_CMAKE_ARGS="" gpu_build 8 warpstore-graph) &
         ab_pids+=("$rev:$!")
       else
         fail "graph-ab: no tree of $rev (git archive)"
