@@ -91,7 +91,8 @@ constexpr auto run_warps_kernel_for() {
   if constexpr (MaxRegisters == 0) {
     return &run_warps_kernel<Body>;
   } else {
-    static_assert(MaxRegisters >= 24 && MaxRegisters <= 255, "run_warps: a cap of 24 to 255 registers");
+    static_assert(MaxRegisters >= 24 && MaxRegisters <= 255,
+                  "run_warps: a cap of 24 to 255 registers");
     return &run_warps_capped_kernel<Body, MaxRegisters>;
   }
 }
