@@ -72,18 +72,23 @@ inline void check_block_threads(unsigned block_threads) {
 
 namespace detail {
 
+// The calling thread's warp of the launch runs body, if it is one of `warps`.
 template <class Body>
-__global__ void run_warps_kernel(const Body body, const std::uint64_t warps) {
+__device__ inline void run_own_warp(const Body& body, std::uint64_t warps) {
   const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
   if (warp < warps) body(warp, warps);
+}
+
+template <class Body>
+__global__ void run_warps_kernel(const Body body, const std::uint64_t warps) {
+  run_own_warp(body, warps);
 }
 
 // The same, each lane held to MaxRegisters registers (run_warps<MaxRegisters>).
 template <class Body, unsigned MaxRegisters>
 __global__ void __maxnreg__(MaxRegisters) run_warps_capped_kernel(const Body body,
                                                                    const std::uint64_t warps) {
-  const std::uint64_t warp = (std::uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
-  if (warp < warps) body(warp, warps);
+  run_own_warp(body, warps);
 }
 
 template <class Body, unsigned MaxRegisters>

@@ -15,7 +15,7 @@
 #          taking turns, FILL_ROUNDS rounds (default 2); SCALE=23 makes it
 #          quick
 #   graph-ab the same three algorithms over the memory controller (4 KiB
-#          lines, the defaults; AB_METHODS) with this tree's graph bench and other
+#          lines, the defaults) with this tree's graph bench and other
 #          commits' (AB_BASE, a list, default c7d936a: the apps.json of
 #          2026-11-27; each from `git archive`, built beside this one into
 #          /tmp/ab-build-REV), taking turns, AB_ROUNDS rounds (default 2),
@@ -44,7 +44,8 @@ study_apps_tune() {
   if want graph-ab; then
     for rev in $ab_bases; do
       if [[ $rev == flags:* ]]; then  # this tree, another build directory
-        local name=${rev#flags:} args_var="AB_CMAKE_ARGS_${rev#flags:}"
+        local name=${rev#flags:}
+        local args_var=AB_CMAKE_ARGS_$name
         if [[ ! $name =~ ^[A-Za-z0-9_]+$ ]] || [ -z "${!args_var:-}" ]; then
           fail "graph-ab: $rev needs a name of letters, digits and _ and its arguments in $args_var"
           continue
@@ -135,6 +136,7 @@ gpu_queue_test"
 
   if want graph-ab && [ ${#ab_pids[@]} -gt 0 ]; then
     local built=() entry k
+    local ab_args=(--algorithms bfs,cc,pagerank --methods "${AB_METHODS:-memory}" --iterations 3)
     for entry in "${ab_pids[@]}"; do
       if wait "${entry#*:}"; then
         built+=("${entry%%:*}")
@@ -143,11 +145,9 @@ gpu_queue_test"
       fi
     done
     for k in $(seq "${AB_ROUNDS:-2}"); do
-      graph_run "this-$k" "$bin" --algorithms bfs,cc,pagerank --methods "${AB_METHODS:-memory}" \
-        --iterations 3
+      graph_run "this-$k" "$bin" "${ab_args[@]}"
       for rev in "${built[@]}"; do
-        graph_run "$rev-$k" "/tmp/ab-build-$rev/apps" --algorithms bfs,cc,pagerank \
-          --methods "${AB_METHODS:-memory}" --iterations 3
+        graph_run "$rev-$k" "/tmp/ab-build-$rev/apps" "${ab_args[@]}"
       done
     done
   fi
