@@ -13,10 +13,9 @@
 
 namespace warpstore::apps {
 
-// A build option for now (-DWARPSTORE_GRAPH_MAX_REGISTERS=128 in
-// CMAKE_CUDA_FLAGS; apps-tune graph-ab's `flags:NAME` entries A/B it): 128
-// ran the graph right (H200, 2026-12-04) but was not yet timed against no
-// cap.
+// The graph bench builds with WARPSTORE_GRAPH_MAX_REGISTERS=128 and the rare
+// branches out of line (apps/CMakeLists.txt); the other programs that
+// launch with this (taxi, pagerank) are not capped.
 #ifndef WARPSTORE_GRAPH_MAX_REGISTERS
 #define WARPSTORE_GRAPH_MAX_REGISTERS 0
 #endif
@@ -26,8 +25,8 @@ struct gpu_launch {
   static constexpr unsigned block_threads = 256;
   // Registers a lane (run_warps<R>; 0: no cap): the bodies over the cache
   // inline its read path, which left alone takes 246 to 255 registers, so an
-  // SM holds 8 of their warps, maybe too few for bodies whose every edge
-  // waits on lookups in L2.
+  // SM holds 8 of their warps, too few for bodies whose every edge waits on
+  // lookups in L2.
   static constexpr unsigned max_registers = WARPSTORE_GRAPH_MAX_REGISTERS;
 
   template <class Body>

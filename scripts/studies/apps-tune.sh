@@ -23,10 +23,10 @@
 #          AB_METHODS (default memory) the graph bench's --methods. An
 #          entry `flags:NAME` is this tree built again with the CMake
 #          arguments in AB_CMAKE_ARGS_NAME (words without spaces; logs
-#          graph-NAME-K.log), e.g. AB_BASE="flags:cold flags:coldcap"
-#          AB_CMAKE_ARGS_cold=-DWARPSTORE_COLD_OUT_OF_LINE=ON
-#          AB_CMAKE_ARGS_coldcap="-DWARPSTORE_COLD_OUT_OF_LINE=ON
-#          -DCMAKE_CUDA_FLAGS=-DWARPSTORE_GRAPH_MAX_REGISTERS=128". A
+#          graph-NAME-K.log), e.g. AB_BASE="flags:uncapped"
+#          AB_CMAKE_ARGS_uncapped=-DWARPSTORE_GRAPH_MAX_REGISTERS=0 (the
+#          graph kernels before 2026-12-04: no register cap, the rare
+#          branches inline). A
 #          commit made after the session's first device call is not in the
 #          machine's git history: A/B such a change with `flags:NAME`
 # Every run is checked against its CPU reference.

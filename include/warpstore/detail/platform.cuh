@@ -17,14 +17,19 @@
 #endif
 
 // The read path's rare branches (a dirty victim's write-back, an eviction
-// in one trip, an error's record), called rather than inlined where
-// WARPSTORE_COLD_OUT_OF_LINE is set (the CMake option of that name). Inlined,
-// they double the code of every kernel that reads through the cache: the
-// graph bench's kernels over the cache are 63 K instructions and 248 to 255
-// registers a lane with them inline, 29 K and 138 to 146 without; the
-// Python row gathers' bounded kernels spill a third less (ptxas, sm_90).
-// Not yet timed on a GPU, so off by default.
-#if defined(__CUDACC__) && defined(WARPSTORE_COLD_OUT_OF_LINE) && WARPSTORE_COLD_OUT_OF_LINE
+// in one trip, an error's record), called rather than inlined in device code
+// where WARPSTORE_COLD_OUT_OF_LINE is set: by the CMake option of that name
+// for every target, or by one target for its own kernels (the graph bench,
+// apps/CMakeLists.txt). Only device code changes, so host code is the same
+// in every translation unit. Inlined, they double the code of a kernel that
+// reads through the cache: the graph bench's kernels are 63 K instructions
+// and 248 to 255 registers a lane with them inline, 29 K and 138 to 146
+// without (ptxas, sm_90). Timed on an H200 (2026-12-04, BENCHMARKS.md): alone
+// it changed nothing measurable in the graph bench, with a 128-register cap
+// it made the graph's kernels over the memory controller 7 to 14 % faster;
+// the Python gathers' regime map was no better with it, so it is off by
+// default.
+#if defined(__CUDA_ARCH__) && defined(WARPSTORE_COLD_OUT_OF_LINE) && WARPSTORE_COLD_OUT_OF_LINE
 #define WARPSTORE_COLD __noinline__
 #else
 #define WARPSTORE_COLD
