@@ -27,8 +27,8 @@
 // without (ptxas, sm_90). Timed on an H200 (2026-12-04, BENCHMARKS.md): alone
 // it changed nothing measurable in the graph bench, with a 128-register cap
 // it made the graph's kernels over the memory controller 7 to 14 % faster;
-// the Python gathers' regime map was no better with it, so it is off by
-// default.
+// but the Python gathers' hits of 400 B rows and more ran two to three times
+// slower with it, so it is off by default.
 #if defined(__CUDA_ARCH__) && defined(WARPSTORE_COLD_OUT_OF_LINE) && WARPSTORE_COLD_OUT_OF_LINE
 #define WARPSTORE_COLD __noinline__
 #else
