@@ -265,6 +265,11 @@ struct layer_args {
   float alpha;
   unsigned long long* failed;
   unsigned long long* phase_ns;
+  // A diagnostic (--loader-after-compute): the loader warp gets item i + 1
+  // ready after the block computed item i, not while it computes, so the
+  // compute phase runs beside an idle loader in the same kernel (same code,
+  // same registers). Slower, and never a figure.
+  bool loader_after = false;
   // First element of tile t of layer l.
   __device__ std::uint64_t first_element(std::uint32_t l, std::uint64_t t) const {
     return (std::uint64_t{l} * k + t * tile_rows) * k;
@@ -398,7 +403,7 @@ __global__ void __launch_bounds__(loader_block_threads, 1)
   clock.lap(phase_wait);
   for (std::uint64_t i = 0; i < items; ++i) {
     if (loader) {
-      if (i + 1 < items) ready(i + 1);
+      if (i + 1 < items && !p.loader_after) ready(i + 1);
     } else {
       tile_product(rows[i % 2], p.in(layer_of(i)), int(p.k), int(p.n),
                    p.out(layer_of(i), tile_of(i)), stage, p.alpha);
@@ -406,6 +411,11 @@ __global__ void __launch_bounds__(loader_block_threads, 1)
     }
     __syncthreads();  // item i computed, item i + 1 ready
     clock.lap(phase_wait);  // computing threads: waiting for the loader
+    if (p.loader_after) {  // the same for every thread of the grid
+      if (loader && i + 1 < items) ready(i + 1);
+      __syncthreads();  // item i + 1 ready
+      clock.lap(phase_wait);
+    }
     if (loader) give_back(i);
     if ((i + 1) % per_layer == 0) {
       grid.sync();  // Y of this layer is whole
@@ -729,6 +739,10 @@ int run(const parsed_args& args) {
   const auto layers = static_cast<std::uint32_t>(args.count("layers"));
   s.m = layers > 0 ? s.k : a_bytes_wanted / (s.k * 4) / tile_rows * tile_rows;
   if (s.m == 0) throw usage_error("--a-bytes too small for one tile");
+  const bool loader_after = args.flag("loader-after-compute");
+  if (loader_after && (layers == 0 || !args.flag("no-cpu")))
+    throw usage_error("--loader-after-compute is a diagnostic of the chain: give --layers and "
+                      "--no-cpu");
   const std::uint64_t elems = s.m * s.k * std::max(1u, layers);
   const float alpha = layers > 0 ? std::sqrt(12.f / static_cast<float>(s.k)) : 1.f;
   // The environment, then --cache-bytes and --service-threads (the settings table).
@@ -789,7 +803,8 @@ int run(const parsed_args& args) {
   std::vector<float> b_host(s.k * s.n);
   WARPSTORE_CUDA_TRY(cudaMemcpy(b_host.data(), b_dev, s.k * s.n * 4, cudaMemcpyDeviceToHost));
   const kernel_args base{b_dev, c_dev, s, tiles, failed_dev, phase_dev};
-  const layer_args chain{b_dev, s.k, s.n, layers, s.k / tile_rows, alpha, failed_dev, phase_dev};
+  const layer_args chain{b_dev, s.k,        s.n,       layers,      s.k / tile_rows,
+                         alpha, failed_dev, phase_dev, loader_after};
 
   o.controller = controller_kind::host;
   o.line_size = static_cast<std::uint32_t>(s.k * 4);
@@ -1044,7 +1059,11 @@ int main(int argc, char** argv) {
       .option("check-rows", "COUNT", "32", "rows of C checked against the CPU reference, per trial")
       .option("json", "PATH", "", "merge the results into this results file")
       .option("tag", "TEXT", "", "suffix of the result names (async.kernel.vs_sync.TEXT)")
-      .flag("no-cpu", "skip the cpu variant and write no rows (a diagnostic run of sync and async)");
+      .flag("no-cpu", "skip the cpu variant and write no rows (a diagnostic run of sync and async)")
+      .flag("loader-after-compute",
+            "a diagnostic of the chain (with --no-cpu): the loader warp gets the next tile ready "
+            "after the block computed this one, not beside it, so the compute phase shows what "
+            "the loader's work costs the computing warps");
   declare_options(parser.common(),
                   {{"cache_bytes", "1GiB"},
                    {"service_threads", "8", "host controller service threads, and pread threads "

@@ -13,7 +13,10 @@
 #     loader warp of their own;
 #   - independent tiles (tagged tiles): one 2 GiB A of 4 KiB rows, N = 2048
 #     and N = 512 (tiles.n512: I/O-heavy).
-# Results: $OUT/async.json.
+# Results: $OUT/async.json. ASYNC_DIAG=1 adds a diagnostic run of the chain
+# (no rows written): the loader warp gets the next tile ready after the block
+# computed this one, not beside it (--loader-after-compute), so the per-tile
+# compute phases say what the loader's work costs the computing warps.
 study_summary="asynchronous batches: GPU test, matrix products: chain and tiles (async.json)"
 study_steps=""
 
@@ -26,6 +29,10 @@ study_async() {
   local bench=$build/bench/async-kernel-bench
   timed bench-async-layers 150 "$bench" --file "$l_file" --layers 8 --k 8192 --n 2048 \
     --cache-bytes 2GiB --trials 3 --json "$json"
+  if [[ -n ${ASYNC_DIAG:-} ]]; then
+    timed bench-async-layers-diag 120 "$bench" --file "$l_file" --layers 8 --k 8192 --n 2048 \
+      --cache-bytes 2GiB --trials 2 --no-cpu --loader-after-compute
+  fi
   rm -f "$l_file"
   timed bench-async-tiles 80 "$bench" --file "$a_file" --a-bytes 2GiB --k 1024 --n 2048 \
     --trials 3 --tag tiles --json "$json"
