@@ -401,20 +401,22 @@ __global__ void __launch_bounds__(loader_block_threads, 1)
   }
   __syncthreads();
   clock.lap(phase_wait);
+  // One step an item: the loader readies item i + 1 while the others compute
+  // item i. Two with loader_after (the same for every thread of the grid):
+  // compute, then ready. One call site each, so the diagnostic's kernel has
+  // the figure's code.
+  const int steps = p.loader_after ? 2 : 1;
   for (std::uint64_t i = 0; i < items; ++i) {
-    if (loader) {
-      if (i + 1 < items && !p.loader_after) ready(i + 1);
-    } else {
-      tile_product(rows[i % 2], p.in(layer_of(i)), int(p.k), int(p.n),
-                   p.out(layer_of(i), tile_of(i)), stage, p.alpha);
-      clock.lap(phase_compute);
-    }
-    __syncthreads();  // item i computed, item i + 1 ready
-    clock.lap(phase_wait);  // computing threads: waiting for the loader
-    if (p.loader_after) {  // the same for every thread of the grid
-      if (loader && i + 1 < items) ready(i + 1);
-      __syncthreads();  // item i + 1 ready
-      clock.lap(phase_wait);
+    for (int step = 0; step < steps; ++step) {
+      if (loader) {
+        if (step == steps - 1 && i + 1 < items) ready(i + 1);
+      } else if (step == 0) {
+        tile_product(rows[i % 2], p.in(layer_of(i)), int(p.k), int(p.n),
+                     p.out(layer_of(i), tile_of(i)), stage, p.alpha);
+        clock.lap(phase_compute);
+      }
+      __syncthreads();  // item i computed, item i + 1 ready (the last step)
+      clock.lap(phase_wait);  // computing threads: waiting for the loader
     }
     if (loader) give_back(i);
     if ((i + 1) % per_layer == 0) {
