@@ -3,8 +3,14 @@
 cache) into GPU memory, by the paths people use today and by warpstore, in
 one run, for each range size:
 
-  (a) warpstore    Array.read(0, n, out=gpu_tensor): chunks read by several
+  (a) warpstore    Array.read(0, n, out=gpu_tensor), the array opened with
+                   its defaults: for a file in the page cache controller="auto"
+                   picks the memory controller, which maps and pins the
+                   file's page cache at open (params.open_s), and its reads
+                   into GPU memory are the copy engine reading that mapping;
+                   the host controller's reads are chunks read by several
                    threads into pinned buffers, copied by the copy engines
+                   (params.controller says which ran)
   (b) kvikio       kvikio.CuFile(path).read(gpu_tensor) (only if kvikio
                    imports; the run says so otherwise)
   (c) numpy+pinned the range read into a pinned torch tensor (readinto, what
@@ -111,7 +117,12 @@ def run(path, sizes, repeat, json_path, command):
     device = warpstore.backend().device_name()
 
     results, rows = [], []
+    t_open = time.perf_counter()
     a = warpstore.open(path, np.uint8, total, direct="off")
+    open_s = time.perf_counter() - t_open
+    st = a.stats()
+    log(f"warpstore: controller {st['controller']} (mapped: {st.get('mapped')}), "
+        f"opened in {open_s * 1e3:.1f} ms")
     try:
         for n in sizes:
             label = human_bytes(n).replace(" ", "").replace(".0", "")
@@ -179,6 +190,8 @@ def run(path, sizes, repeat, json_path, command):
                 params = dict(bytes=n, file_bytes=total, repeat=repeat, direct="off",
                               page_cache="warm", target="cuda" if cuda else "cpu",
                               chunk_bytes=4 << 20, figure="best of repeat",
+                              controller=st["controller"], mapped=bool(st.get("mapped")),
+                              open_s=round(open_s, 6),
                               warpstore=dict(spread["warpstore"], breakdown=breakdown),
                               other=spread.get(base))
                 if base == "kvikio":

@@ -74,7 +74,10 @@ class array_base {
   // (counted from the array's first byte) into `dst` and returns once they
   // are there, without the cache: large chunks read by several threads at
   // once (src/controller/bulk_reader.h), through reused pinned buffers and
-  // the copy engines where `dst` is GPU memory. `dst` is GPU memory of the
+  // the copy engines where `dst` is GPU memory; where the controller holds
+  // the file's page cache mapped and pinned (the memory controller over a
+  // read-only file), GPU destinations are the copy engine reading that
+  // mapping, with no thread reading the file. `dst` is GPU memory of the
   // current device on the GPU target (the copies wait for the work queued so
   // far on `stream`, a cudaStream_t, 0 the default stream) or host memory on
   // either target.

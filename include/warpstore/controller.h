@@ -7,6 +7,7 @@
 //           executes its own command over PCIe, with no CPU on the path.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -207,9 +208,12 @@ class controller {
   // The view kernels use to reach this controller.
   virtual io_ref device_ref() const = 0;
   virtual controller_stats stats() const = 0;
-  // Whether kernels read the file's own page-cache pages, mapped and pinned
-  // (the memory controller over a read-only file), not a copy.
-  virtual bool maps_file() const { return false; }
+  // The file's own page-cache pages, mapped and pinned, where kernels read
+  // them rather than a copy (the memory controller over a read-only file):
+  // byte i of the file at [i]. Bulk reads into GPU memory copy from there
+  // (bulk_reader::copy_pinned). nullptr for every other controller.
+  virtual const std::byte* mapped_file() const { return nullptr; }
+  bool maps_file() const { return mapped_file() != nullptr; }
   // Raises if the controller failed outside any one command (a service
   // thread died, io_uring could not be set up).
   virtual void check() const {}

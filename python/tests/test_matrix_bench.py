@@ -12,7 +12,7 @@ import pytest
 BENCH = os.path.join(os.path.dirname(__file__), "..", "..", "bench", "python_matrix.py")
 SUMMARY = ("gather.matrix.worst.vs_best_cpu", "gather.matrix.median.vs_best_cpu",
            "gather.matrix.cold.median.vs_memmap", "gather.random512.defaults.vs_best_cpu",
-           "bulk.host.vs_kvikio")
+           "bulk.host.vs_kvikio", "bulk.defaults.vs_kvikio")
 
 
 @pytest.fixture(scope="module")

@@ -6,6 +6,7 @@
 #include "warpstore/array.cuh"
 
 #include "controller/bulk_reader.h"
+#include "warpstore/runtime.h"
 
 namespace warpstore::detail {
 
@@ -137,8 +138,17 @@ void array_base::read_range(std::uint64_t first_byte, std::uint64_t bytes, void*
                             "through kernels or gathers",
                         info);
   }
-  bulk_->read(controller_->file(), byte_offset_ + first_byte, bytes, dst, stream, interrupt,
-              bulk_chunk_);
+  const std::uint64_t at = byte_offset_ + first_byte;
+  // The memory controller's pinned mapping of the page cache: the copy
+  // engine reads it straight into GPU memory (no pread into bounce buffers,
+  // no helper thread). Host destinations keep pread's threads, which copy
+  // faster than one memcpy.
+  if (const std::byte* mapped = controller_->mapped_file();
+      mapped != nullptr && runtime::is_device_memory(dst)) {
+    bulk_->copy_pinned(mapped + at, bytes, dst, stream, interrupt, path(), at);
+    return;
+  }
+  bulk_->read(controller_->file(), at, bytes, dst, stream, interrupt, bulk_chunk_);
 }
 
 array_base::~array_base() {

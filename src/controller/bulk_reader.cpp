@@ -376,6 +376,56 @@ void bulk_reader::read(const backing_file& file, std::uint64_t offset, std::uint
                                        cancelled_info(file.path(), offset));
 }
 
+void bulk_reader::copy_pinned(const std::byte* src, std::uint64_t bytes, void* dst,
+                              std::uintptr_t stream, const std::function<bool()>& interrupt,
+                              const std::string& path, std::uint64_t offset,
+                              std::uint64_t piece_bytes) {
+  if (bytes == 0) return;
+  if (src == nullptr || dst == nullptr)
+    throw invalid_argument("warpstore: bulk copy from or into a null pointer", path, offset);
+  if (piece_bytes == 0) throw invalid_argument("warpstore: bulk copy in pieces of 0 bytes", path);
+  const std::uint64_t began = steady_ns();
+  auto* out = static_cast<std::byte*>(dst);
+  // A stream of this call's own (a stream and three events: microseconds
+  // beside a piece's millisecond), ordered after the caller's stream.
+  runtime::upload_stream uploads;
+  uploads.after(stream);
+  const std::uint64_t pieces = (bytes + piece_bytes - 1) / piece_bytes;
+  std::uint64_t sent = 0, polled = 0;
+  bool cancelled = false;
+  try {
+    for (std::uint64_t k = 0; k < pieces; ++k) {
+      if (k >= 2) uploads.wait_mark(static_cast<unsigned>(k));  // piece k - 2 is done
+      if (interrupt && steady_ns() - polled >= poll_interval_ns) {
+        polled = steady_ns();
+        if (interrupt()) {
+          cancelled = true;
+          break;
+        }
+      }
+      const std::uint64_t n = std::min(piece_bytes, bytes - sent);
+      uploads.copy(out + sent, src + sent, n);
+      uploads.mark(static_cast<unsigned>(k));
+      sent += n;
+    }
+    uploads.synchronize();
+  } catch (...) {
+    try {
+      uploads.synchronize();  // nothing may still read or write the caller's memory
+    } catch (...) {
+    }
+    throw;
+  }
+  counts_.calls.fetch_add(1, std::memory_order_relaxed);
+  counts_.bytes.fetch_add(sent, std::memory_order_relaxed);
+  const std::uint64_t done = (sent + piece_bytes - 1) / piece_bytes;
+  counts_.chunks.fetch_add(done, std::memory_order_relaxed);
+  counts_.caller_chunks.fetch_add(done, std::memory_order_relaxed);
+  counts_.call_ns.fetch_add(steady_ns() - began, std::memory_order_relaxed);
+  if (cancelled)
+    throw runtime_error("bulk read of '" + path + "' cancelled", cancelled_info(path, offset));
+}
+
 void bulk_reader::work(call& c, lane& l, bool caller) {
   const backing_file& file = *c.file;
   const std::uint64_t align = file.direct() ? file.direct_alignment() : 1;

@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "warpstore/controller.h"
@@ -102,6 +103,21 @@ class bulk_reader {
   void read(const backing_file& file, std::uint64_t offset, std::uint64_t bytes, void* dst,
             std::uintptr_t stream = 0, const std::function<bool()>& interrupt = {},
             std::uint64_t max_chunk = 0);
+
+  // The same contract as read() for bytes a controller already holds in
+  // pinned host memory (`src`: the memory controller's mapping of the
+  // file's page cache, controller::mapped_file()): no pread and no helper
+  // thread, only the copy engine. `dst` is GPU memory (the GPU target) or
+  // host memory (a memcpy, as on the CPU target). The copies go in pieces
+  // of pinned_piece_bytes, two in flight, so the interrupt is asked between
+  // pieces (a piece is about a millisecond over PCIe); an interrupted copy
+  // raises runtime_error of kind cancelled once the pieces in flight are
+  // done. `path` and `offset` (the file offset of src) go into errors.
+  // Counted in stats() as a call of pieces the caller read itself.
+  void copy_pinned(const std::byte* src, std::uint64_t bytes, void* dst, std::uintptr_t stream,
+                   const std::function<bool()>& interrupt, const std::string& path,
+                   std::uint64_t offset, std::uint64_t piece_bytes = pinned_piece_bytes);
+  static constexpr std::uint64_t pinned_piece_bytes = std::uint64_t{64} << 20;
 
  private:
   struct lane;

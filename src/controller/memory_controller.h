@@ -33,8 +33,8 @@ class memory_controller final : public controller {
   io_ref device_ref() const override;
   controller_stats stats() const override { return {}; }  // commands run on the GPU, uncounted
   const std::byte* data() const { return bytes_; }
-  // Whether the file's own pages are mapped and pinned (no copy).
-  bool maps_file() const override { return map_ != nullptr; }
+  // The file's own pages where they are mapped and pinned (no copy).
+  const std::byte* mapped_file() const override { return map_ != nullptr ? bytes_ : nullptr; }
   void make_durable() override;
   // Raises file_error (ESTALE) once the file is shorter than at open: its
   // bytes past the new end are gone from the file but not from this

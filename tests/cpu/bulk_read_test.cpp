@@ -359,6 +359,96 @@ TEST(BulkReadErrors, InterruptStopsTheReadAndTheReaderStaysUsable) {
   EXPECT_EQ(mismatches(want, 17, out.data(), file.bytes() - 17), 0u);
 }
 
+// Bytes a controller already holds in pinned memory (the memory
+// controller's mapping of the page cache; on this target a plain buffer and
+// memcpy "copies"): awkward ranges in pieces of every size, nothing written
+// outside the range, each call counted once with its pieces.
+TEST(BulkReadPinned, CopiesAwkwardRangesInPieces) {
+  test::pattern_file file((1u << 20) + 333);
+  const std::vector<std::byte> want = file_bytes(file.path());
+  bulk_reader reader(bulk_reader::config{small_chunk, 2});
+  std::vector<std::byte> out(want.size() + 64);
+  std::uint64_t calls = 0, bytes = 0, pieces = 0;
+  for (const std::uint64_t piece :
+       {std::uint64_t{512}, std::uint64_t{4096 + 7}, bulk_reader::pinned_piece_bytes}) {
+    for (const auto& [off, len] : awkward_ranges(want.size())) {
+      std::memset(out.data(), 0xEE, out.size());
+      int polls = 0;
+      reader.copy_pinned(want.data() + off, len, out.data() + 1, 0, [&] { return ++polls < 0; },
+                         file.path(), off, piece);
+      ASSERT_EQ(mismatches(want, off, out.data() + 1, len), 0u)
+          << "offset " << off << " bytes " << len << " pieces of " << piece;
+      ASSERT_EQ(out[0], std::byte{0xEE});
+      for (std::uint64_t i = 1 + len; i < out.size(); ++i)
+        ASSERT_EQ(out[i], std::byte{0xEE}) << "wrote past the range at " << i - 1;
+      EXPECT_GE(polls, 1);  // asked before the first piece
+      ++calls;
+      bytes += len;
+      pieces += (len + piece - 1) / piece;
+    }
+  }
+  reader.copy_pinned(want.data(), 0, nullptr, 0, {}, file.path(), 0);  // nothing to copy
+  const bulk_read_stats s = reader.stats();
+  EXPECT_EQ(s.calls, calls);
+  EXPECT_EQ(s.bytes, bytes);
+  EXPECT_EQ(s.chunks, pieces);
+  EXPECT_EQ(s.caller_chunks, pieces);
+  EXPECT_EQ(s.lanes, 0u);    // no lane, no helper thread, no pread
+  EXPECT_EQ(s.helpers, 0u);
+  EXPECT_EQ(s.read_ns, 0u);
+  EXPECT_EQ(reader.live_helpers(), 0u);
+}
+
+// An interrupt stops the copy between pieces: the pieces sent are whole,
+// nothing after them is written, and the error names the path and offset.
+TEST(BulkReadPinned, InterruptStopsBetweenPieces) {
+  test::pattern_file file(1u << 20);
+  const std::vector<std::byte> want = file_bytes(file.path());
+  bulk_reader reader(bulk_reader::config{small_chunk, 2});
+  std::vector<std::byte> out(want.size());
+  std::memset(out.data(), 0xEE, out.size());
+  constexpr std::uint64_t piece = 4096;
+  int polls = 0;
+  // The first poll comes before the first piece and takes longer than the
+  // poll interval, so the second comes before the second piece.
+  const auto interrupt = [&] {
+    if (++polls == 1) {
+      std::this_thread::sleep_for(
+          std::chrono::nanoseconds(bulk_reader::poll_interval_ns + 1'000'000));
+      return false;
+    }
+    return true;
+  };
+  try {
+    reader.copy_pinned(want.data() + 100, want.size() - 100, out.data(), 0, interrupt,
+                       file.path(), 100, piece);
+    FAIL() << "an interrupted copy finished";
+  } catch (const warpstore::runtime_error& e) {
+    EXPECT_EQ(e.kind(), error_kind::cancelled);
+    EXPECT_EQ(e.path(), file.path());
+    ASSERT_TRUE(e.offset().has_value());
+    EXPECT_EQ(*e.offset(), 100u);
+  }
+  EXPECT_EQ(polls, 2);
+  EXPECT_EQ(mismatches(want, 100, out.data(), piece), 0u) << "the piece sent is not whole";
+  for (std::uint64_t i = piece; i < out.size(); ++i)
+    ASSERT_EQ(out[i], std::byte{0xEE}) << "copied after the interrupt at " << i;
+  EXPECT_EQ(reader.stats().bytes, piece);
+  // The reader stays usable.
+  reader.copy_pinned(want.data(), want.size(), out.data(), 0, {}, file.path(), 0, piece);
+  EXPECT_EQ(mismatches(want, 0, out.data(), want.size()), 0u);
+}
+
+TEST(BulkReadPinned, NullPointersAndEmptyPiecesAreInvalidArguments) {
+  bulk_reader reader(bulk_reader::config{small_chunk, 1});
+  std::vector<std::byte> b(16);
+  EXPECT_THROW(reader.copy_pinned(nullptr, 4, b.data(), 0, {}, "f", 0), warpstore::invalid_argument);
+  EXPECT_THROW(reader.copy_pinned(b.data(), 4, nullptr, 0, {}, "f", 0), warpstore::invalid_argument);
+  EXPECT_THROW(reader.copy_pinned(b.data(), 4, b.data() + 8, 0, {}, "f", 0, 0),
+               warpstore::invalid_argument);
+  EXPECT_EQ(reader.stats().calls, 0u);
+}
+
 // A writable array reads back its own writes: the dirty lines still in the
 // cache are written back before the file is read.
 class BulkReadWritable : public ::testing::TestWithParam<test::write_case> {};

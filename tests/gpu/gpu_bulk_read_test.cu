@@ -133,3 +133,82 @@ TEST(GpuBulkRead, HostDestinationsAndWritableArrays) {
     ASSERT_EQ(host[i], tools::pattern_word(i * 8)) << "word " << i;
   EXPECT_THROW(a.read_range(size - 8, 16, host.data()), warpstore::invalid_argument);
 }
+
+// The memory controller over a read-only file maps and pins the file's page
+// cache: a bulk read into GPU memory is the copy engine reading that
+// mapping (bulk_reader::copy_pinned: no lane, no pread), at the array's
+// byte offset, after the caller's stream; host destinations keep pread.
+TEST(GpuBulkRead, MemoryControllerCopiesFromTheMappedPageCache) {
+  const std::uint64_t size = (80ull << 20) + 333;  // two pieces and a part, a partial last page
+  test::pattern_file file(size);
+  const std::vector<std::byte> want = file_bytes(file.path(), size);
+  options o;
+  o.controller = controller_kind::memory;
+  o.cache_bytes = 1 << 20;
+  const std::uint64_t offset = 4096;
+  array<std::uint64_t> a(file.path(), 0, o, offset);
+  ASSERT_TRUE(a.shared_controller()->maps_file())
+      << "the driver refused to pin the file's mapping: this test proves nothing";
+  const std::uint64_t bytes = a.size_bytes();
+  std::byte* d = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&d, bytes + 64));
+  cudaStream_t s = nullptr;
+  WARPSTORE_CUDA_TRY(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const std::pair<std::uint64_t, std::uint64_t> ranges[] = {
+      {0, bytes}, {1, 1}, {bytes - 1, 1}, {4095, bulk_reader::pinned_piece_bytes + 17},
+      {bytes - bulk_reader::pinned_piece_bytes - 3, bulk_reader::pinned_piece_bytes + 3}};
+  for (const auto& [off, len] : ranges)
+    for (const std::uint64_t shift : {0u, 3u}) {
+      const bulk_read_stats before = bulk_read_totals();
+      // A kernel that writes the destination late: the copy must land after it.
+      spin_then_fill<<<64, 256, 0, s>>>(d, bytes + 64, 20'000'000);
+      WARPSTORE_CUDA_TRY(cudaGetLastError());
+      a.read_range(off, len, d + shift, reinterpret_cast<std::uintptr_t>(s));
+      WARPSTORE_CUDA_TRY(cudaStreamSynchronize(s));
+      EXPECT_EQ(device_mismatches(d + shift, len, want, offset + off), 0u)
+          << "offset " << off << " bytes " << len << " +" << shift;
+      const bulk_read_stats after = bulk_read_totals();
+      EXPECT_EQ(after.calls, before.calls + 1);
+      EXPECT_EQ(after.bytes, before.bytes + len);
+      EXPECT_EQ(after.lanes, before.lanes) << "the read went through pread's lanes";
+      EXPECT_EQ(after.chunks - before.chunks,
+                (len + bulk_reader::pinned_piece_bytes - 1) / bulk_reader::pinned_piece_bytes);
+    }
+  // A host destination: pread's threads, the same bytes.
+  std::vector<std::byte> host(1 << 20);
+  const bulk_read_stats before = bulk_read_totals();
+  a.read_range(12345, host.size(), host.data());
+  EXPECT_GT(bulk_read_totals().lanes, before.lanes);
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < host.size(); ++i) bad += host[i] != want[offset + 12345 + i];
+  EXPECT_EQ(bad, 0u);
+  WARPSTORE_CUDA_TRY(cudaStreamDestroy(s));
+  WARPSTORE_CUDA_TRY(cudaFree(d));
+}
+
+// Interrupted between pieces: cancelled, with the path; the array reads
+// again after it.
+TEST(GpuBulkRead, MemoryControllerCopyIsInterruptible) {
+  const std::uint64_t size = 256ull << 20;
+  test::pattern_file file(size);
+  options o;
+  o.controller = controller_kind::memory;
+  o.cache_bytes = 1 << 20;
+  array<std::uint64_t> a(file.path(), 0, o);
+  ASSERT_TRUE(a.shared_controller()->maps_file());
+  std::byte* d = nullptr;
+  WARPSTORE_CUDA_TRY(cudaMalloc(&d, size));
+  int polls = 0;
+  try {
+    a.read_range(0, size, d, 0, [&] { return ++polls >= 1; });
+    FAIL() << "an interrupted read finished";
+  } catch (const warpstore::runtime_error& e) {
+    EXPECT_EQ(e.kind(), error_kind::cancelled);
+    EXPECT_EQ(e.path(), file.path());
+  }
+  EXPECT_EQ(polls, 1);
+  a.read_range(0, size, d);
+  const std::vector<std::byte> want = file_bytes(file.path(), size);
+  EXPECT_EQ(device_mismatches(d, size, want, 0), 0u);
+  WARPSTORE_CUDA_TRY(cudaFree(d));
+}
