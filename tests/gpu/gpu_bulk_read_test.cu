@@ -134,6 +134,17 @@ TEST(GpuBulkRead, HostDestinationsAndWritableArrays) {
   EXPECT_THROW(a.read_range(size - 8, 16, host.data()), warpstore::invalid_argument);
 }
 
+// The memory controller, a small cache: over a read-only file it maps and
+// pins the file's page cache.
+namespace {
+options memory_controller_options() {
+  options o;
+  o.controller = controller_kind::memory;
+  o.cache_bytes = 1 << 20;
+  return o;
+}
+}  // namespace
+
 // The memory controller over a read-only file maps and pins the file's page
 // cache: a bulk read into GPU memory is the copy engine reading that
 // mapping (bulk_reader::copy_pinned: no lane, no pread), at the array's
@@ -142,11 +153,8 @@ TEST(GpuBulkRead, MemoryControllerCopiesFromTheMappedPageCache) {
   const std::uint64_t size = (80ull << 20) + 333;  // two pieces and a part, a partial last page
   test::pattern_file file(size);
   const std::vector<std::byte> want = file_bytes(file.path(), size);
-  options o;
-  o.controller = controller_kind::memory;
-  o.cache_bytes = 1 << 20;
   const std::uint64_t offset = 4096;
-  array<std::uint64_t> a(file.path(), 0, o, offset);
+  array<std::uint64_t> a(file.path(), 0, memory_controller_options(), offset);
   ASSERT_TRUE(a.shared_controller()->maps_file())
       << "the driver refused to pin the file's mapping: this test proves nothing";
   const std::uint64_t bytes = a.size_bytes();
@@ -191,10 +199,7 @@ TEST(GpuBulkRead, MemoryControllerCopiesFromTheMappedPageCache) {
 TEST(GpuBulkRead, MemoryControllerCopyIsInterruptible) {
   const std::uint64_t size = 256ull << 20;
   test::pattern_file file(size);
-  options o;
-  o.controller = controller_kind::memory;
-  o.cache_bytes = 1 << 20;
-  array<std::uint64_t> a(file.path(), 0, o);
+  array<std::uint64_t> a(file.path(), 0, memory_controller_options());
   ASSERT_TRUE(a.shared_controller()->maps_file());
   std::byte* d = nullptr;
   WARPSTORE_CUDA_TRY(cudaMalloc(&d, size));
