@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -165,7 +166,14 @@ class py_array {
   py_array(const std::string& path, std::uint64_t rows, std::uint64_t row_bytes,
            std::uint32_t word_bytes, std::uint64_t offset, const options& opts,
            std::shared_ptr<shared_cache> shared)
-      : path_(path), device_(current_device()), shared_(std::move(shared)) {
+      : path_(path),
+        rows_(rows),
+        row_bytes_(row_bytes),
+        word_bytes_(word_bytes),
+        offset_(offset),
+        opts_(opts),
+        device_(current_device()),
+        shared_(std::move(shared)) {
     if (shared_ && shared_->device != device_)
       throw warpstore::invalid_argument(path + ": the cache is on cuda:" +
                                             std::to_string(shared_->device) +
@@ -235,14 +243,61 @@ class py_array {
   void call(signal_poll& poll, F&& f) {
     try {
       nb::gil_scoped_release release;
+      if (reopen_.load()) reopen();
       settle_pending(false);
       gate_pass<false> pass(gate_);
       cache_share share(shared_.get());
-      f(open_array());
+      try {
+        f(open_array());
+      } catch (...) {
+        note_failure(std::current_exception());
+        throw;
+      }
     } catch (...) {
       if (!poll.raised) throw;
     }
     if (poll.raised) throw std::move(*poll.raised);
+  }
+
+  // An error that leaves the controller unusable: a wait that passed its
+  // deadline fails its queue pair for good (the controller may still write
+  // the slot it gave up on), and every later command on that pair fails at
+  // once with "abort requested" (include/warpstore/queue.cuh). The array
+  // then reopens its file at its next call (reopen()), rather than failing
+  // a share of its calls from then on.
+  void note_failure(const std::exception_ptr& e) {
+    try {
+      std::rethrow_exception(e);
+    } catch (const warpstore::error& err) {
+      const nvme::status st = err.status();
+      if (err.kind() == error_kind::deadline ||
+          (err.kind() == error_kind::io && st.type() == nvme::status_type::generic &&
+           st.code() == nvme::sc::abort_requested))
+        reopen_.store(true);
+    } catch (...) {
+    }
+  }
+
+  // A new controller and cache for the same file and settings, once no
+  // call is in flight (the gate alone; unwaited gathers finished first):
+  // the old controller stops (its drain is bounded), its lines leave a
+  // shared cache, and the cache starts cold. A reopen that fails raises
+  // here and is tried again at the next call. stats()["reopens"] counts them.
+  void reopen() {
+    gate_pass<true> pass(gate_);
+    if (!reopen_.load() || closed_.load()) return;  // another call reopened it, or it closed
+    settle_pending(true);
+    std::optional<gate_pass<true>> cache_pass;
+    if (shared_) cache_pass.emplace(shared_->gate);
+    if (a_) {
+      const std::uint32_t id = a_->base().source_id();
+      a_.reset();  // the old cache's memory goes before the new one is made
+      if (shared_) shared_->lines->retire_source(id);
+    }
+    a_ = std::make_unique<erased_array>(path_, rows_, row_bytes_, word_bytes_, offset_, opts_,
+                                        shared_ ? shared_->lines : nullptr);
+    reopen_.store(false);
+    reopens_.fetch_add(1);
   }
 
   // Gathers rows idx into out; returns the first position holding an
@@ -322,9 +377,10 @@ class py_array {
     std::lock_guard<std::mutex> lock(p.m);
     if (p.finished) return;
     try {
-      p.first_bad = a_->finish(p.call, poll);  // a_ lives: close() finishes p first
+      p.first_bad = a_->finish(p.call, poll);  // a_ lives: close() and reopen() finish p first
     } catch (...) {
       p.error = std::current_exception();
+      note_failure(p.error);
     }
     p.finished = true;
     std::lock_guard<std::mutex> plock(pending_m_);
@@ -381,6 +437,9 @@ class py_array {
     // GPU gathers that filled one missed line in gather_miss_admit and read
     // the other misses around the cache (counted in read_around).
     d["admitting_gathers"] = admitting;
+    // Times the array reopened its file after an error that left its
+    // controller failed (a deadline).
+    d["reopens"] = reopens_.load();
     return d;
   }
   void reset_stats() {
@@ -526,6 +585,13 @@ class py_array {
 
  private:
   const erased_array& open_array() const {
+    if (!a_ && !closed_.load() && reopen_.load()) {
+      error_info i;
+      i.kind = error_kind::runtime;
+      i.path = path_;
+      throw warpstore::runtime_error(path_ + ": the array could not be reopened after a failed "
+                                     "read; it tries again at its next call", i);
+    }
     if (!a_) throw warpstore::invalid_argument(path_ + ": the array is closed", path_);
     return *a_;
   }
@@ -547,11 +613,18 @@ class py_array {
   }
 
   std::string path_;
+  // What it was opened with: reopen() opens the same again.
+  std::uint64_t rows_, row_bytes_;
+  std::uint32_t word_bytes_;
+  std::uint64_t offset_;
+  options opts_;
   int device_;
   std::shared_ptr<shared_cache> shared_;  // null: a cache of its own
   call_gate gate_;
   std::unique_ptr<erased_array> a_;  // null once closed; read under gate_
   std::atomic<bool> closed_{false};
+  std::atomic<bool> reopen_{false};  // note_failure() asked for reopen()
+  std::atomic<std::uint64_t> reopens_{0};
   std::mutex pending_m_;
   std::vector<std::shared_ptr<pending_call>> pending_;  // gather_async calls not yet finished
 };

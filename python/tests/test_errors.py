@@ -1,6 +1,7 @@
 """Errors are loud, precise and of the Python type a user expects; nothing hangs."""
 import errno
 import os
+import threading
 
 import numpy as np
 import pytest
@@ -144,3 +145,65 @@ def test_bad_setting_error_from_the_extension_has_a_kind():
     with pytest.raises(ValueError, match="deadline of 0 ms") as e:
         warpstore.backend().validate_settings(1 << 20, 4096, "host", 2, 0, "auto")
     assert e.value.kind == "invalid_argument" and e.value.path is None and e.value.count == 1
+
+
+def _drop_pages(path):
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+
+
+def test_a_deadline_reopens_the_array_at_its_next_call(tmp_path):
+    """A wait that passes its deadline fails its queue pair for good (the
+    controller may still write the slot it gave up on). The array reopens its
+    file at its next call: later calls read the right rows, none fails with
+    "abort requested" (before, every call on the failed pair did, forever),
+    and stats() counts the reopen."""
+    data = np.random.default_rng(3).integers(0, 2**32, (64 << 20) // 4, dtype=np.uint32)
+    path = write(tmp_path / "r.u32", data)
+    kw = dict(cache="16KiB", line_size=512, controller="host", threads=2, deadline=0.001)
+    try:
+        a = warpstore.open(path, "uint32", direct="on", **kw)
+    except (OSError, ValueError):  # no O_DIRECT here: cold buffered reads
+        a = warpstore.open(path, "uint32", direct="off", **kw)
+    rng = np.random.default_rng(0)
+    with a:
+        # A large cold gather with a 1 ms deadline: some wait sees no
+        # progress for that long (a 2-core machine, reads from the disk).
+        for _ in range(20):
+            _drop_pages(path)
+            try:
+                a[rng.integers(0, len(a), 20000)]
+            except OSError as e:
+                if e.kind == "deadline":
+                    break
+                assert e.kind == "io" and "abort requested" in str(e), e
+        else:
+            pytest.skip("no read here waited past a 1 ms deadline")
+        # Each call from a thread of its own: a CPU gather's lanes pick their
+        # queue pairs by thread, and the failed pair is one of them.
+        wrong, failed, gave_up = [], [], []
+
+        def one(i):
+            idx = np.array([i * 1000 + 7, len(a) - 1 - i])
+            for _ in range(5):  # another deadline may come: the next call reopens again
+                try:
+                    wrong.append(int((a[idx] != data[idx]).sum()))
+                    return
+                except OSError as e:
+                    failed.append(f"{e.kind}: {e}")
+                    if e.kind != "deadline":
+                        return
+            gave_up.append(i)
+
+        for i in range(40):
+            t = threading.Thread(target=one, args=(i,))
+            t.start()
+            t.join()
+        assert not [f for f in failed if not f.startswith("deadline")], failed
+        assert not gave_up, failed
+        assert sum(wrong) == 0 and len(wrong) == 40
+        assert a.stats()["reopens"] >= 1
