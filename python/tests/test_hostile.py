@@ -6,9 +6,11 @@ import errno
 import math
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pytest
@@ -377,10 +379,12 @@ def test_missing_file_is_file_not_found_with_the_path(tmp_path):
     assert e.value.errno == errno.ENOENT and e.value.filename == path
 
 
-def test_file_that_shrank_says_so(files, tmp_path):
+# The software NVMe device too: it read the bytes gone as zeros, silently.
+@pytest.mark.parametrize("controller", ["host", "nvme-model"])
+def test_file_that_shrank_says_so(files, tmp_path, controller):
     path = str(tmp_path / "shrinks.f32")
     files["one_data"].tofile(path)
-    with warpstore.open(path, "float32", controller="host", **OPTS) as a:
+    with warpstore.open(path, "float32", controller=controller, **OPTS) as a:
         np.testing.assert_array_equal(a[[0]], files["one_data"][[0]])
         os.truncate(path, 4096)
         with pytest.raises(OSError) as e:
@@ -760,6 +764,49 @@ def test_fork_child_gets_a_clear_error(files, call):
         out = _in_child(lambda: call(a))
         assert out.startswith(FORK_MESSAGE) and "worker_init_fn" in out
         np.testing.assert_array_equal(a[[3]], files["one_data"][[3]])  # the parent goes on
+
+
+CACHE_FORK_MESSAGE = ("RuntimeError: a warpstore.Cache cannot cross fork(): make a new Cache "
+                      "in the child")
+
+
+@pytest.mark.parametrize("call", [
+    lambda c, f: warpstore.open(f, "uint8", cache=c, threads=1), lambda c, f: c.stats(),
+    lambda c, f: c.clear(), lambda c, f: c.reset_stats(), lambda c, f: c.arrays,
+], ids=["open", "stats", "clear", "reset_stats", "arrays"])
+def test_fork_child_cannot_use_a_cache(files, call):
+    """A parent thread gathers through a shared Cache while the process
+    forks: the child's copy of the cache's gate counts that gather forever,
+    and a child that opened an array on the cache and closed it hung there.
+    The child gets a clear error instead, and the parent goes on."""
+    c = warpstore.Cache("64KiB", line_size=512, backend="cpu")
+    with warpstore.open(files["one"], "float32", cache=c, threads=1, backend="cpu") as a:
+        stop = threading.Event()
+
+        def gather():
+            rng = np.random.default_rng(0)
+            while not stop.is_set():
+                a[rng.integers(0, N, 4000)]
+
+        t = threading.Thread(target=gather)
+        t.start()
+        try:
+            def child():
+                signal.alarm(30)  # a hang ends the child, and the test fails
+                try:
+                    out = call(c, files["one"])
+                    if isinstance(out, warpstore.Array):
+                        out.close()
+                    return f"no error: {out!r}"
+                finally:
+                    signal.alarm(0)
+
+            out = _in_child(child)
+        finally:
+            stop.set()
+            t.join()
+        assert out.startswith(CACHE_FORK_MESSAGE), out
+        np.testing.assert_array_equal(a[[3]], files["one_data"][[3]])
 
 
 def test_fork_child_can_open_its_own(files):

@@ -145,6 +145,7 @@ class Array:
         _check_cuda_process(self._backend)
         shared = None
         if isinstance(cache, Cache):
+            cache._check_process()
             if cache._backend is not self._backend:
                 raise ValueError(f"{path}: the cache is on the {cache._backend.__name__} target, "
                                  f"the array on {self._backend.__name__}")

@@ -1,4 +1,7 @@
 """warpstore.Cache: one cache that several arrays share."""
+import os
+import weakref
+
 from . import settings as _settings
 from ._backend import backend as _backend
 from ._backend import check_cuda_process as _check_cuda_process
@@ -27,6 +30,8 @@ class Cache:
     that closes takes its lines out of the cache; the memory is freed once
     the Cache and every array on it are gone. Pickled, a Cache travels as its
     size, line size and ways: arrays unpickled together share a new one.
+    A Cache does not cross ``fork()``: in a forked child, using it (or
+    opening an array on it) raises RuntimeError; make a new one there.
     """
 
     def __init__(self, size, *, line_size=None, ways=16, backend=None):
@@ -39,7 +44,16 @@ class Cache:
         line = _settings._normalize("line_size", line_size) if line_size is not None \
             else _settings.get("line_size")
         self._ways = ways
+        self._pid = os.getpid()
         self._impl = self._backend.Cache(size, line, ways)
+        _live.add(self)
+
+    def _check_process(self):
+        """Its lines, locks and arrays are the parent's after fork(): a call
+        in the child could wait for a parent thread's gather that is not
+        there (forever), or free the parent's memory."""
+        if os.getpid() != self._pid:
+            raise RuntimeError(_FORK_MESSAGE)
 
     def __reduce__(self):
         return (_rebuild, (self.size, self.line_size, self._ways, self._backend_name))
@@ -65,22 +79,50 @@ class Cache:
     @property
     def arrays(self):
         """How many open arrays use the cache."""
+        self._check_process()
         return self._impl.arrays
 
     def stats(self):
         """hits, misses, evictions, bytes, retries, read_around, errors and hit_rate of every array on it."""
+        self._check_process()
         return dict(self._impl.stats())
 
     def reset_stats(self):
+        self._check_process()
         self._impl.reset_stats()
 
     def clear(self):
         """Drops every line (waits for the gathers in flight of every array on it)."""
+        self._check_process()
         self._impl.clear()
 
     def __repr__(self):
+        arrays = (f"{self.arrays} arrays" if os.getpid() == self._pid else
+                  "the parent's: unusable after fork()")
         return (f"warpstore.Cache({self.size} bytes, line_size={self.line_size}, ways={self._ways}, "
-                f"{self.device}, {self.arrays} arrays)")
+                f"{self.device}, {arrays})")
+
+
+# Every Cache, so a forked child can disown them (see _after_fork).
+_live = weakref.WeakSet()
+
+_FORK_MESSAGE = ("a warpstore.Cache cannot cross fork(): make a new Cache in the child "
+                 "(DataLoader workers: in worker_init_fn)")
+
+
+def _after_fork():
+    """In a forked child: a Cache's C++ object (its memory, its gate) is the
+    parent's, never to be freed here: each gets a reference never dropped."""
+    if not _live:
+        return
+    import ctypes
+
+    for c in list(_live):
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(c._impl))
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def _rebuild(size, line_size, ways, backend):

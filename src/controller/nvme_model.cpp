@@ -429,8 +429,13 @@ nvme::status engine::transfer(const nvme::command& c, bool write) {
                               : ::pread(fd_, g.ptr + done, n, offset);
       if (r < 0 && errno == EINTR) continue;
       if (r < 0) return media(write ? nvme::sc::write_fault : nvme::sc::unrecovered_read);
-      if (r == 0) {  // the file shrank under the namespace: what is gone reads as zeros
-        if (write) return media(nvme::sc::write_fault);
+      if (r == 0) {
+        // The end of the file. Past the size it had at open (the partial
+        // last block) the namespace reads zeros; before it, the file shrank
+        // under the namespace and its bytes are gone: an error, not zeros
+        // (as the host controller reports a read that ends early).
+        if (write || static_cast<std::uint64_t>(offset) < dev_.file_bytes())
+          return media(write ? nvme::sc::write_fault : nvme::sc::unrecovered_read);
         std::memset(g.ptr + done, 0, g.bytes - done);
         offset += static_cast<off_t>(g.bytes - done);
         break;
