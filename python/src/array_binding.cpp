@@ -281,21 +281,32 @@ class py_array {
   // A new controller and cache for the same file and settings, once no
   // call is in flight (the gate alone; unwaited gathers finished first):
   // the old controller stops (its drain is bounded), its lines leave a
-  // shared cache, and the cache starts cold. A reopen that fails raises
-  // here and is tried again at the next call. stats()["reopens"] counts them.
+  // shared cache, and the cache starts cold. stats()["reopens"] counts
+  // them. A reopen that fails (the file gone, shrunk, no memory) leaves the
+  // array closed, as close() does, and raises why; later calls say it.
   void reopen() {
     gate_pass<true> pass(gate_);
     if (!reopen_.load() || closed_.load()) return;  // another call reopened it, or it closed
     settle_pending(true);
     std::optional<gate_pass<true>> cache_pass;
     if (shared_) cache_pass.emplace(shared_->gate);
-    if (a_) {
-      const std::uint32_t id = a_->base().source_id();
-      a_.reset();  // the old cache's memory goes before the new one is made
-      if (shared_) shared_->lines->retire_source(id);
+    const std::uint32_t id = a_->base().source_id();
+    a_.reset();  // the old cache's memory goes before the new one is made
+    if (shared_) shared_->lines->retire_source(id);
+    try {
+      a_ = std::make_unique<erased_array>(path_, rows_, row_bytes_, word_bytes_, offset_, opts_,
+                                          shared_ ? shared_->lines : nullptr);
+    } catch (const std::exception& e) {
+      if (shared_) {
+        std::lock_guard<std::mutex> lock(shared_->m);
+        std::erase(shared_->arrays, this);
+      }
+      closed_why_ = std::string(": it could not reopen after a deadline failed its controller (") +
+                    e.what() + ")";
+      closed_.store(true);
+      reopen_.store(false);
+      throw;
     }
-    a_ = std::make_unique<erased_array>(path_, rows_, row_bytes_, word_bytes_, offset_, opts_,
-                                        shared_ ? shared_->lines : nullptr);
     reopen_.store(false);
     reopens_.fetch_add(1);
   }
@@ -585,14 +596,7 @@ class py_array {
 
  private:
   const erased_array& open_array() const {
-    if (!a_ && !closed_.load() && reopen_.load()) {
-      error_info i;
-      i.kind = error_kind::runtime;
-      i.path = path_;
-      throw warpstore::runtime_error(path_ + ": the array could not be reopened after a failed "
-                                     "read; it tries again at its next call", i);
-    }
-    if (!a_) throw warpstore::invalid_argument(path_ + ": the array is closed", path_);
+    if (!a_) throw warpstore::invalid_argument(path_ + ": the array is closed" + closed_why_, path_);
     return *a_;
   }
 
@@ -624,6 +628,7 @@ class py_array {
   std::unique_ptr<erased_array> a_;  // null once closed; read under gate_
   std::atomic<bool> closed_{false};
   std::atomic<bool> reopen_{false};  // note_failure() asked for reopen()
+  std::string closed_why_;           // why a failed reopen closed it (under gate_)
   std::atomic<std::uint64_t> reopens_{0};
   std::mutex pending_m_;
   std::vector<std::shared_ptr<pending_call>> pending_;  // gather_async calls not yet finished
