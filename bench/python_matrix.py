@@ -107,6 +107,7 @@ import numpy as np
 
 import warpstore
 from warpstore._array import _row_line
+from warpstore._files import drop_pages
 from warpstore._tools import (GOLDEN, bulk_breakdown, git_commit, human_bytes, import_kvikio,
                               parse_size, table, write_pattern_file)
 from warpstore.cli import _Parser, _fail, _list, _positive
@@ -173,19 +174,6 @@ def disk_lower_bound(idx, row_bytes, iops, bw):
     r = runs - np.arange(runs)
     t = np.maximum((needed + merged) * SECTOR / bw, r / iops)
     return float(t.min())
-
-
-def drop_pages(path):
-    """Evicts the file's pages from the page cache: the next reads go to the
-    device (pages mapped by a live mapping stay: unmap first)."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        time.sleep(0.05)  # readahead still in flight lands after the first drop
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 def warm_pages(path):

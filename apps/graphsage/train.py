@@ -37,6 +37,7 @@ from torch_geometric.loader import NeighborLoader
 from torch_geometric.nn import GraphSAGE
 
 import warpstore
+from warpstore._files import drop_pages
 from warpstore._tools import Progress, human_bytes, parse_size
 from warpstore.feature_store import InMemoryGraphStore, WarpstoreFeatureStore, neighbor_sampler
 
@@ -201,17 +202,6 @@ def profile_epoch(loader, fs, model, opt, device, fetch_ahead, batches_wanted):
     return {"batches": batches, "kernel_launches": launches,
             "by_cpu_self": top("self_cpu_time_total"),
             "by_gpu": top("self_device_time_total") if device.type == "cuda" else []}
-
-
-def drop_pages(path):
-    """Evicts the file's pages from the page cache (the next reads go to
-    the device), as after a reboot or with a file larger than memory."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
 
 
 class Ranks:

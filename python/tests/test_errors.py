@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import warpstore
+from warpstore._files import drop_pages
 from conftest import SMALL, write
 
 
@@ -147,15 +148,6 @@ def test_bad_setting_error_from_the_extension_has_a_kind():
     assert e.value.kind == "invalid_argument" and e.value.path is None and e.value.count == 1
 
 
-def _drop_pages(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def _open_with_1ms_deadline(path, **kw):
     kw = dict(line_size=512, controller="host", threads=2, deadline=0.001, **kw)
     try:
@@ -170,7 +162,7 @@ def _provoke_deadline(a, path):
     where none does."""
     rng = np.random.default_rng(0)
     for _ in range(20):
-        _drop_pages(path)
+        drop_pages(path)
         try:
             a[rng.integers(0, len(a), 20000)]
         except OSError as e:

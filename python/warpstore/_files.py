@@ -1,9 +1,11 @@
 """What a path holds, in bytes: regular files by stat, block devices by the
-BLKGETSIZE64 ioctl (stat says 0 for them); anything else is refused."""
+BLKGETSIZE64 ioctl (stat says 0 for them); anything else is refused. And
+drop_pages, which takes a file's pages out of the page cache."""
 import fcntl
 import os
 import stat
 import struct
+import time
 
 # _IOR(0x12, 114, size_t) from <linux/fs.h>: the device's size in bytes.
 BLKGETSIZE64 = 0x80081272
@@ -41,3 +43,17 @@ def names_device(path):
     a file: the library's nvme_target::names_device, which routes it to the
     nvme controller."""
     return path[:7].lower() == "nvme://"
+
+
+def drop_pages(path):
+    """Evicts the file's pages from the page cache: the next reads go to the
+    device, as after a reboot or with a file larger than memory (pages mapped
+    by a live mapping stay: unmap first)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        time.sleep(0.05)  # readahead still in flight lands after the first drop
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
