@@ -21,6 +21,9 @@ options make_options(std::uint64_t cache_bytes, std::uint32_t line_size,
                      const std::string& controller, std::uint32_t threads,
                      std::uint64_t timeout_ms, const std::string& direct) {
   options o = options::from_environment();
+  // Python opens are read-only (mode="r"), whatever WARPSTORE_WRITABLE says
+  // (a writable open takes the file's write lock: a second open failed).
+  o.writable = false;
   o.cache_bytes = cache_bytes;
   o.line_size = line_size;
   o.controller = parse_controller(controller);

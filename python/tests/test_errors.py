@@ -238,3 +238,63 @@ def test_a_reopen_that_fails_closes_the_array_and_leaves_its_cache(tmp_path):
         np.testing.assert_array_equal(b[[0, 4095]], data[[0, 4095]])
     finally:
         b.close()
+
+
+def test_a_reopen_of_a_shrunk_file_says_it_shrank(tmp_path):
+    """The file shrank before the reopen after a deadline: the array
+    closes, and the call says the file shrank (an OSError naming the bytes),
+    not the shape check's words."""
+    data = np.random.default_rng(5).integers(0, 2**32, (64 << 20) // 4, dtype=np.uint32)
+    path = write(tmp_path / "r.u32", data)
+    with _open_with_1ms_deadline(path, cache="16KiB") as a:
+        _provoke_deadline(a, path)
+        os.truncate(path, 1 << 20)
+        with pytest.raises(OSError, match="the file shrank") as e:
+            a[[1]]
+        assert e.value.errno == errno.EIO and e.value.filename == path
+        assert a.closed
+
+
+def test_writable_in_the_environment_leaves_python_opens_read_only(features, monkeypatch):
+    """WARPSTORE_WRITABLE=1 made Python's opens writable: the second open of
+    a file then failed on the first one's write lock."""
+    path, data = features
+    monkeypatch.setenv("WARPSTORE_WRITABLE", "1")
+    with warpstore.open(path, "float32", (-1, 100), **SMALL) as a, \
+            warpstore.open(path, "float32", (-1, 100), **SMALL) as b:
+        np.testing.assert_array_equal(a[[3]], data[[3]])
+        np.testing.assert_array_equal(b[[4]], data[[4]])
+
+
+@pytest.mark.parametrize("idx,index,position", [
+    (np.array([1, 2**63, 2**64 - 1], dtype=np.uint64), 2**63, 1),
+    (np.array([20000, 2**64 - 1], dtype=np.uint64), 20000, 0),
+    ([20000, 2**70], 20000, 0),
+    ([5, -2**70, 3], -2**70, 1),
+], ids=["numpy-past-int64", "numpy-first-in-range", "list-first-in-range", "list-negative"])
+def test_indices_past_int64_name_the_first_bad_one(features, idx, index, position):
+    path, _ = features
+    with warpstore.open(path, "float32", (-1, 100), **SMALL) as a:
+        with pytest.raises(IndexError) as e:
+            a[idx]
+        assert (e.value.index, e.value.position) == (index, position), str(e.value)
+
+
+def test_torch_uint64_past_int64_names_the_first_bad_one(features):
+    torch = pytest.importorskip("torch")
+    path, _ = features
+    with warpstore.open(path, "float32", (-1, 100), **SMALL) as a:
+        with pytest.raises(IndexError) as e:
+            a[torch.tensor([3, 20000, 2**63], dtype=torch.uint64)]
+        assert (e.value.index, e.value.position) == (20000, 1), str(e.value)
+
+
+def test_the_automatic_line_fits_the_cache_with_more_ways(features, monkeypatch):
+    """Rows of 4000 B ask for 4 KiB lines; a 64 KiB cache of 64 ways holds
+    one set of 1 KiB lines only. The line was picked for 16 ways, and the
+    open failed."""
+    path, data = features
+    monkeypatch.setenv("WARPSTORE_CACHE_WAYS", "64")
+    with warpstore.open(path, "float32", (-1, 1000), cache="64KiB", threads=2) as a:
+        assert a.stats()["line_size"] == 1024
+        np.testing.assert_array_equal(a[[0, 1999]], data.reshape(-1, 1000)[[0, 1999]])

@@ -81,7 +81,9 @@ def test_bulk_stats_count_each_read(rows):
         after = ext.bulk_stats()
     d = {k: after[k] - before[k] for k in after}
     assert d["calls"] == 1 and d["bytes"] == (4567 - 123) * 37 * 4, d
-    assert 0 < d["caller_chunks"] <= d["chunks"], d
+    # The caller and its helpers take chunks in turn: on a loaded machine the
+    # helpers may take every one before the caller gets to its first.
+    assert d["chunks"] > 0 and d["caller_chunks"] <= d["chunks"], d
     assert d["lanes"] >= 1 and d["helpers"] == d["lanes"] - 1, d
     assert d["read_ns"] > 0 and d["call_ns"] > 0, d
     assert (d["wake_ns"] > 0) == (d["helpers"] > 0), d

@@ -127,6 +127,7 @@ class Array:
     def __init__(self, path, dtype, shape, *, cache, line_size, controller, threads, deadline,
                  direct, offset, backend):
         self._pid = os.getpid()
+        self._user_closed = False  # close() was called (not a reopen that failed)
         self._path = path
         self._offset = offset
         self._backend_name = backend
@@ -167,6 +168,13 @@ class Array:
             raise ValueError(f"{self._path}: the array is closed; a closed array cannot be pickled")
         return (_reopen, (self._path, self._dtype, self._shape, self._offset, dict(self._settings),
                           self._backend_name))
+
+    def _failed(self, error, bulk=False):
+        """After a call raised `error`: where the file shrank, says so (a
+        failed read, or a reopen after a deadline that found the file too
+        short and closed the array)."""
+        if isinstance(error, OSError) or (self._impl.closed and not self._user_closed):
+            self._raise_if_shrunk(error, bulk)
 
     def _raise_if_shrunk(self, error, bulk=False):
         """After a failed read: names the row that failed, and if the file is
@@ -380,8 +388,8 @@ class Array:
     def _bulk(self, first_byte, view, stream):
         try:
             self._impl.read(first_byte, view, stream)
-        except OSError as e:
-            self._raise_if_shrunk(e, bulk=True)
+        except (OSError, ValueError) as e:
+            self._failed(e, bulk=True)
             raise
 
     def gather_async(self, idx):
@@ -404,8 +412,8 @@ class Array:
         flat, out, view, stream = self._torch_call(idx)
         try:
             impl = self._impl.gather_async(flat.detach(), view, stream)
-        except OSError as e:
-            self._raise_if_shrunk(e)
+        except (OSError, ValueError) as e:
+            self._failed(e)
             raise
         return Pending(self, impl, flat, out, view, tuple(idx.shape), torch.cuda.current_stream(flat.device))
 
@@ -462,6 +470,7 @@ class Array:
         In a forked child it does nothing: the array is the parent's."""
         if os.getpid() != self._pid:
             return
+        self._user_closed = True
         self._impl.close()
 
     def __enter__(self):
@@ -478,8 +487,8 @@ class Array:
         index there."""
         try:
             pos = call()
-        except OSError as e:
-            self._raise_if_shrunk(e)
+        except (OSError, ValueError) as e:
+            self._failed(e)
             raise
         if pos >= 0:
             raise _errors.index_error(self._path, lookup(pos), len(self), pos)
@@ -492,7 +501,10 @@ class Array:
             a = a.astype(np.int64)  # x[[]]: an empty list is an empty index, as in NumPy
         if a.dtype.kind == "u":
             if a.size and a.max() > np.iinfo(np.int64).max:
-                raise _errors.index_error(self._path, int(a.max()), len(self))
+                # Past int64 (which the extension reads): the first index
+                # out of range, as the extension would name it.
+                pos = int(np.flatnonzero(a.reshape(-1) >= len(self))[0])
+                raise _errors.index_error(self._path, int(a.reshape(-1)[pos]), len(self), pos)
             a = a.astype(np.int64)
         elif a.dtype.kind != "i":
             raise TypeError(f"indices must be integers, got {a.dtype}")
@@ -516,9 +528,10 @@ class Array:
             if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
                 raise TypeError(f"indices must be integers, got {type(v).__name__} {v!r} at "
                                 f"position {pos}")
-        for pos, v in enumerate(flat):
-            if not -2**63 <= v < 2**63:
-                raise _errors.index_error(self._path, int(v), len(self), pos)
+        if any(not -2**63 <= v < 2**63 for v in flat):
+            n = len(self)  # the first index out of range, as the extension would name it
+            pos = next(p for p, v in enumerate(flat) if not -n <= v < n)
+            raise _errors.index_error(self._path, int(flat[pos]), n, pos)
         return a.astype(np.int64)
 
     def _gather_torch_fast(self, idx):
@@ -542,8 +555,8 @@ class Array:
         try:  # self._run, inline
             pos = self._impl.gather_raw(idx.data_ptr(), idx.element_size(), n, where,
                                         out.data_ptr(), out.nbytes, stream)
-        except OSError as e:
-            self._raise_if_shrunk(e)
+        except (OSError, ValueError) as e:
+            self._failed(e)
             raise
         if pos >= 0:
             raise _errors.index_error(self._path, int(idx[pos]), len(self), pos)
@@ -587,10 +600,13 @@ class Array:
             if dt is torch.uint64 and idx.device.type != "meta" and idx.numel():
                 # Values of 2**63 and above read as negative int64: out of
                 # range, never counted from the end.
-                big = idx.view(torch.int64) < 0
-                if bool(big.any()):
-                    pos = int(big.reshape(-1).nonzero()[0])
-                    value = int(idx.reshape(-1).view(torch.int64)[pos]) % 2**64
+                signed = idx.reshape(-1).view(torch.int64)
+                if bool((signed < 0).any()):
+                    # The first index out of range (as an unsigned value: at
+                    # or past the rows, or past int64), as the extension
+                    # would name it.
+                    pos = int(((signed < 0) | (signed >= len(self))).nonzero()[0])
+                    value = int(signed[pos]) % 2**64
                     raise _errors.index_error(self._path, value, len(self), pos)
             idx = idx.to(torch.int64)
         dev = idx.device
@@ -611,7 +627,8 @@ class Array:
         if idx.dtype.kind not in "iu":
             raise TypeError(f"indices must be integers, got {idx.dtype}")
         if idx.dtype.kind == "u" and idx.size and int(idx.max()) > np.iinfo(np.int64).max:
-            raise _errors.index_error(self._path, int(idx.max()), len(self))
+            pos = int(cupy.flatnonzero(idx.reshape(-1) >= len(self))[0])
+            raise _errors.index_error(self._path, int(idx.reshape(-1)[pos]), len(self), pos)
         if idx.dtype not in (cupy.int32, cupy.int64):
             idx = idx.astype(cupy.int64)
         flat = cupy.ascontiguousarray(idx.reshape(-1))
@@ -697,8 +714,8 @@ class Pending:
         a = self._array
         try:
             pos = self._impl.wait()
-        except OSError as e:
-            a._raise_if_shrunk(e)
+        except (OSError, ValueError) as e:
+            a._failed(e)
             raise
         if pos >= 0:  # raised again by a later wait(), as a read error is
             raise _errors.index_error(a._path, int(self._flat[pos]), len(a), pos)
@@ -848,7 +865,11 @@ def open(path, dtype, shape=None, *, cache=None, line_size=None, controller=None
         s["cache"], s["line_size"] = shared, shared.line_size
     elif line_size is None and len(shape) > 1 and not _settings.is_set("line_size"):
         line = _row_line(_ITEMSIZE[name] * math.prod(shape[1:]))
-        while line > 512 and s["cache"] < line * 16:  # a cache holds a set of 16 lines at least
+        try:  # a cache holds one set of lines at least (WARPSTORE_CACHE_WAYS, 16 by default)
+            ways = int(os.environ.get("WARPSTORE_CACHE_WAYS", 16))
+        except ValueError:
+            ways = 16  # the extension names the bad value
+        while line > 512 and s["cache"] < line * ways:
             line //= 2
         s["line_size"] = line
     return Array(path, dtype, shape, offset=int(offset), backend=backend, **s)
