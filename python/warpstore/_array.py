@@ -84,12 +84,15 @@ _FORK_MESSAGE = ("warpstore arrays cannot cross fork(): open the file again in t
 def _after_fork():
     """In a forked child: the parent's arrays hold threads and memory the
     child does not have, so their C++ objects must never run or be freed
-    here. Each gets a reference that is never dropped; calls raise."""
-    if not _live:
+    here. Each gets a reference that is never dropped; calls raise. So
+    does each Cache (its memory and its gate are the parent's too)."""
+    from . import _cache
+
+    if not _live and not _cache._live:
         return
     import ctypes
 
-    for a in list(_live):
+    for a in list(_live) + list(_cache._live):
         ctypes.pythonapi.Py_IncRef(ctypes.py_object(a._impl))
     for a in list(_live):
         try:

@@ -103,26 +103,11 @@ class Cache:
                 f"{self.device}, {arrays})")
 
 
-# Every Cache, so a forked child can disown them (see _after_fork).
+# Every Cache, so a forked child can disown them (_array._after_fork).
 _live = weakref.WeakSet()
 
 _FORK_MESSAGE = ("a warpstore.Cache cannot cross fork(): make a new Cache in the child "
                  "(DataLoader workers: in worker_init_fn)")
-
-
-def _after_fork():
-    """In a forked child: a Cache's C++ object (its memory, its gate) is the
-    parent's, never to be freed here: each gets a reference never dropped."""
-    if not _live:
-        return
-    import ctypes
-
-    for c in list(_live):
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(c._impl))
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
 
 
 def _rebuild(size, line_size, ways, backend):
